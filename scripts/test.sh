@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: install what is missing, build everything, run every test.
+# GPU tests skip with a reason on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
