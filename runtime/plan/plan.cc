@@ -39,28 +39,44 @@ namespace syncopate::plan {
 
 int64_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kF64: return 8;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kI8: return 1;
-    case DType::kU8: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kF64:
+      return 8;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kI8:
+      return 1;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF64: return "f64";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kI8: return "i8";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF64:
+      return "f64";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
   }
   return "unknown";
 }
@@ -70,35 +86,47 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
                   DType::kI8, DType::kU8}) {
     if (name == DTypeName(d)) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dtype \"", std::string(name), "\" (expected one of f32, f16, bf16, f64, i32, i64, i8, u8)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype \"", std::string(name),
+                   "\" (expected one of f32, f16, bf16, f64, i32, i64, i8, u8)"));
 }
 
 const char* TransferKindName(TransferKind kind) {
   switch (kind) {
-    case TransferKind::kPush: return "push";
-    case TransferKind::kPull: return "pull";
-    case TransferKind::kLocalCopy: return "local_copy";
+    case TransferKind::kPush:
+      return "push";
+    case TransferKind::kPull:
+      return "pull";
+    case TransferKind::kLocalCopy:
+      return "local_copy";
   }
   return "unknown";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kNone: return "none";
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kNone:
+      return "none";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "unknown";
 }
 
 const char* CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kCustom: return "custom";
-    case CollectiveKind::kAllGather: return "allgather";
-    case CollectiveKind::kReduceScatter: return "reducescatter";
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kAllToAll: return "alltoall";
+    case CollectiveKind::kCustom:
+      return "custom";
+    case CollectiveKind::kAllGather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reducescatter";
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kAllToAll:
+      return "alltoall";
   }
   return "unknown";
 }

@@ -9,14 +9,22 @@
 //   `rank`; LOCAL_COPY has peer == rank. Element k of the source region (in region element order)
 //   goes to element k of the destination region; the two regions have the same element count.
 // - With a reduce op the destination element becomes dst op src (atomically: concurrent reductions
-//   into one element do not race with each other; a plain write and anything else do).
+//   with the same op into one element do not race with each other; a plain write and anything
+//   else do). A reduction into an element that holds no valid data yet (not initial, nothing
+//   written) initializes it with src, so concurrent reductions into a fresh output need no
+//   ordering among themselves. (Backends implement this by zero-/identity-filling reduction
+//   outputs before the launch, or by making the first writer a plain copy.)
 // - A transfer starts when every transfer in `deps` has completed and, when `after_compute` is set,
 //   when the local computation has produced its source region. Transfers of one channel run in
 //   list order; channels of a rank run concurrently.
 // - On completion a transfer sets signal `signal` on its destination rank. Signals are unique per
 //   destination rank; that is what a fused kernel's tile waits on.
 // - `initial` lists, per rank, the regions that hold valid data before anything runs.
-// - The postcondition says what must hold when every transfer has completed.
+// - The postcondition says what must hold when every transfer has completed. A copy expectation
+//   also requires each element to be written at most once (ValidatePlan).
+// - Transfers are identified by `id`; ValidatePlanStructure (validate.h) checks everything a
+//   consumer needs before indexing buffers and transfers.
+// - Canonical encoding format: see plan.cc (first line "syncopate-plan v1").
 #pragma once
 
 #include <cstdint>
@@ -64,7 +72,7 @@ struct Transfer {
   int chunk = 0;  // chunk index within the collective, for display and kernel tables
   int step = 0;   // logical step (ring step, level), for display and arrival estimates
   ReduceOp reduce = ReduceOp::kNone;
-  std::vector<int> deps;      // transfer ids (any rank) that must complete first
+  std::vector<int> deps;       // transfer ids (any rank) that must complete first
   bool after_compute = false;  // the source region is produced by this launch's computation
   int signal = -1;             // signal set on the destination rank when complete
 

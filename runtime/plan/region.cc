@@ -80,7 +80,7 @@ void EmitRange(Box box, int axis, int64_t a, int64_t b, std::vector<Box>& out) {
   const int64_t base = box.lo[axis];
   int64_t first_row = a / inner;
   const int64_t last_row = (b - 1) / inner;  // inclusive
-  if (a % inner != 0) {  // leading partial row
+  if (a % inner != 0) {                      // leading partial row
     const int64_t row_end = std::min(b, (first_row + 1) * inner);
     Box row = box;
     row.lo[axis] = base + first_row;
@@ -187,8 +187,8 @@ class RegionParser {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
   absl::Status Error(std::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad region \"", std::string(text_), "\" at offset ", pos_, ": ", std::string(what)));
+    return absl::InvalidArgumentError(absl::StrCat("bad region \"", std::string(text_),
+                                                   "\" at offset ", pos_, ": ", std::string(what)));
   }
 
   std::string_view text_;

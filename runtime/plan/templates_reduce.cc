@@ -1,0 +1,303 @@
+// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, split,
+// two_level), which compose a ReduceScatter phase in place with an AllGather phase gated on it.
+//
+// after_compute rule for both families: a transfer gets after_compute exactly when its source is
+// the executing rank's own contribution as its computation wrote it (nothing has been reduced into
+// it yet): the first transfers of each rank's contribution. That is ring step 0, every direct
+// push, every two-level intra-node push, and the out-of-place LOCAL_COPY when it has no deps (and
+// the two-level inter-node send when ranks_per_node == 1). Transfers that forward a partial sum
+// depend on the reduction that landed in their source and are not marked; neither are AllReduce's
+// AllGather sends (they depend on the ReduceScatter). ValidatePlan models an after_compute source
+// as exactly the rank's own contribution, so marking a forward would be wrong, not just redundant.
+//
+// Ordering obligation outside the plan model: reductions into "input" (RS) or "data" (AR) land on
+// slabs the destination's computation writes. The runtime must not let such a reduction land
+// before the destination's computation has written that slab (the plan model has no cross-rank
+// compute dependency). Out-of-place RS results ("output") are never written by computation.
+// Stateless functions; safe to call from any thread.
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/templates_internal.h"
+
+namespace syncopate::plan::internal {
+namespace {
+
+// Where the reduced chunk (j, k) ends on its owner j.
+Region ResultRegion(const ShardLayout& l, const ScatterPhase& p, int j, int k) {
+  return p.in_place ? l.ChunkRegion(j, k) : l.ChunkInShard(p.output_shape, j, k);
+}
+const std::string& ResultBuffer(const ScatterPhase& p) { return p.in_place ? p.input : p.output; }
+
+// A reduction of the sender's partial of chunk (j, k) into `to`, either into `to`'s own input
+// (an intermediate hop) or into the owner's result.
+Transfer ReducePush(const ShardLayout& l, const ScatterPhase& p, int j, int k, int from, int to,
+                    bool into_result, bool own_contribution, int channel, int step) {
+  Transfer t =
+      into_result
+          ? MakeTransfer(TransferKind::kPush, from, to, channel, p.input, l.ChunkRegion(j, k),
+                         ResultBuffer(p), ResultRegion(l, p, j, k), l.GlobalChunk(j, k), step)
+          : MakeTransfer(TransferKind::kPush, from, to, channel, p.input, l.ChunkRegion(j, k),
+                         p.input, l.ChunkRegion(j, k), l.GlobalChunk(j, k), step);
+  t.reduce = p.op;
+  t.after_compute = own_contribution;
+  return t;
+}
+
+// Out of place only: the owner reduces its own contribution (plus, with deps, what was reduced into
+// its input first) into "output". It is a reduction too, not a copy, so it commutes with the
+// incoming ones; whichever lands first initializes the element.
+int AddOwnContribution(PlanBuilder& b, const ShardLayout& l, const ScatterPhase& p, int j, int k,
+                       int channel, int step, std::vector<int> deps) {
+  Transfer t = MakeTransfer(TransferKind::kLocalCopy, j, j, channel, p.input, l.ChunkRegion(j, k),
+                            p.output, ResultRegion(l, p, j, k), l.GlobalChunk(j, k), step);
+  t.reduce = p.op;
+  t.after_compute = deps.empty();
+  t.deps = std::move(deps);
+  return b.Add(std::move(t));
+}
+
+}  // namespace
+
+absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout& l,
+                                               const ScatterPhase& p) {
+  const int w = l.world();
+  ChunkDeps done = EmptyChunkDeps(l);
+  for (int j = 0; j < w; ++j) {
+    for (int k = 0; k < l.chunks(); ++k) {
+      if (!p.in_place) {
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, p.step_base, {}));
+      }
+      // The partial of shard j starts at j + 1 and travels W-1 hops to j; hop s is sent by
+      // j + 1 + s (ring step s) and accumulates into the receiver's input, the last into the
+      // result.
+      int prev = -1;
+      for (int s = 0; s + 1 < w; ++s) {
+        const int from = (j + 1 + s) % w;
+        const int to = (from + 1) % w;
+        Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/s + 2 == w,
+                                /*own_contribution=*/s == 0, p.channel_base, p.step_base + s);
+        if (s > 0) t.deps = {prev};
+        prev = b.Add(std::move(t));
+      }
+      if (prev >= 0) done[j][k].push_back(prev);
+    }
+  }
+  return done;
+}
+
+absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayout& l,
+                                                 const ScatterPhase& p) {
+  const int w = l.world();
+  ChunkDeps done = EmptyChunkDeps(l);
+  if (!p.in_place) {
+    for (int k = 0; k < l.chunks(); ++k) {
+      for (int j = 0; j < w; ++j) {
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, p.step_base, {}));
+      }
+    }
+  }
+  // Round d: rank q reduces its contribution to shard q + d into that owner's result.
+  for (int d = 1; d < w; ++d) {
+    for (int k = 0; k < l.chunks(); ++k) {
+      for (int q = 0; q < w; ++q) {
+        const int j = (q + d) % w;
+        done[j][k].push_back(
+            b.Add(ReducePush(l, p, j, k, q, j, /*into_result=*/true,
+                             /*own_contribution=*/true, p.channel_base, p.step_base + d - 1)));
+      }
+    }
+  }
+  return done;
+}
+
+absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
+                                                   const ScatterPhase& p) {
+  const int w = l.world();
+  const int rpn = p.ranks_per_node;
+  const int nodes = w / rpn;
+  auto at = [rpn](int node, int local) { return node * rpn + local; };
+  const int intra = p.channel_base;
+  const int inter = p.channel_base + 1;
+  // Level 0, intra-node: rank (n, l) reduces its contribution to every shard (n', l'), l' != l,
+  // into the input of (n, l'), which thereby collects node n's partial of the shards of local
+  // index l'. into[x][j][k]: the intra-node reductions of chunk (j, k) into rank x.
+  std::vector<std::vector<std::vector<std::vector<int>>>> into(
+      w, std::vector<std::vector<std::vector<int>>>(w, std::vector<std::vector<int>>(l.chunks())));
+  for (int dl = 1; dl < rpn; ++dl) {
+    for (int dn = 0; dn < nodes; ++dn) {
+      for (int k = 0; k < l.chunks(); ++k) {
+        for (int x = 0; x < w; ++x) {
+          const int to = at(x / rpn, (x % rpn + dl) % rpn);
+          const int j = at((x / rpn + dn) % nodes, to % rpn);
+          into[to][j][k].push_back(
+              b.Add(ReducePush(l, p, j, k, x, to, /*into_result=*/false,
+                               /*own_contribution=*/true, intra, p.step_base)));
+        }
+      }
+    }
+  }
+  // Level 1, inter-node: (n, l') reduces node n's partial of shard (n', l') into that owner's
+  // result, once its node's partial is complete (the reductions into itself).
+  ChunkDeps done = EmptyChunkDeps(l);
+  for (int j = 0; j < w; ++j) {
+    for (int k = 0; k < l.chunks(); ++k) {
+      if (p.in_place) {
+        done[j][k] = into[j][j][k];
+      } else {
+        done[j][k].push_back(
+            AddOwnContribution(b, l, p, j, k, intra, p.step_base + 1, into[j][j][k]));
+      }
+    }
+  }
+  for (int dn = 1; dn < nodes; ++dn) {
+    for (int k = 0; k < l.chunks(); ++k) {
+      for (int y = 0; y < w; ++y) {
+        const int j = at((y / rpn + dn) % nodes, y % rpn);
+        Transfer t = ReducePush(l, p, j, k, y, j, /*into_result=*/true,
+                                /*own_contribution=*/into[y][j][k].empty(), inter, p.step_base + 1);
+        t.deps = into[y][j][k];
+        done[j][k].push_back(b.Add(std::move(t)));
+      }
+    }
+  }
+  return done;
+}
+
+namespace {
+
+absl::StatusOr<ChunkDeps> AddScatterPhase(std::string_view algo, PlanBuilder& b,
+                                          const ShardLayout& l, const ScatterPhase& p) {
+  if (algo == "ring") return AddReduceScatterRing(b, l, p);
+  if (algo == "direct") return AddReduceScatterDirect(b, l, p);
+  return AddReduceScatterTwoLevel(b, l, p);
+}
+
+// "data" starts valid everywhere and must end as the reduction of every rank's data.
+void AddAllReduceContract(PlanBuilder& b, const TemplateParams& params) {
+  b.AddBuffer(MakeBuffer("data", params.dtype, params.shape));
+  const Region whole = Region::Whole(params.shape);
+  std::vector<Contribution> sources;
+  for (int q = 0; q < params.world_size; ++q) sources.push_back({q, "data", whole});
+  for (int r = 0; r < params.world_size; ++r) {
+    b.AddInitial(r, "data", whole);
+    b.AddExpectation(Expectation{
+        .rank = r, .buffer = "data", .region = whole, .op = params.op, .sources = sources});
+  }
+}
+
+// allreduce.split: sub-collective i covers slab i of shape[axis] (PartOf into sub_collectives),
+// runs a ring RS (channel 0, steps i*(W-1)...) then a ring AG (channel 1, steps (i+1)*(W-1)...),
+// so sub-collective i+1's RS runs while sub-collective i's AG does.
+absl::StatusOr<Plan> BuildAllReduceSplit(const TemplateParams& params) {
+  const int w = params.world_size;
+  const int subs = params.sub_collectives;
+  if (subs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("sub_collectives ", subs, " must be >= 1"));
+  }
+  PlanBuilder b("allreduce.split", CollectiveKind::kAllReduce, w, 2);
+  AddAllReduceContract(b, params);
+  for (int i = 0; i < subs; ++i) {
+    ShardLayout layout(params.shape, params.axis, w, params.chunks_per_shard,
+                       PartOf(0, params.shape[params.axis], subs, i),
+                       i * w * params.chunks_per_shard);
+    RETURN_IF_ERROR(CheckShardExtent(
+        layout, params, absl::StrCat("sub-collective ", i, " of sub_collectives ", subs)));
+    ScatterPhase rs{.input = "data",
+                    .in_place = true,
+                    .op = params.op,
+                    .channel_base = 0,
+                    .step_base = i * (w - 1)};
+    ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterRing(b, layout, rs));
+    GatherPhase ag{.buffer = "data",
+                   .channel_base = 1,
+                   .step_base = (i + 1) * (w - 1),
+                   .ready = &done,
+                   .owner_after_compute = false};
+    RETURN_IF_ERROR(AddAllGatherRing(b, layout, ag));
+  }
+  return std::move(b).Finish();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplateParams& params) {
+  RETURN_IF_ERROR(CheckReduceOp(params));
+  const int w = params.world_size;
+  ShardLayout layout(params.shape, params.axis, w, params.chunks_per_shard,
+                     Range{0, params.shape[params.axis]});
+  RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
+  if (algo == "two_level") RETURN_IF_ERROR(CheckRanksPerNode(params));
+
+  // "output" is as large as the largest shard; rank j's result is its leading Shard(j) rows.
+  Shape out_shape = params.shape;
+  out_shape[params.axis] = layout.MaxShardExtent();
+  PlanBuilder b(absl::StrCat("reducescatter.", std::string(algo)), CollectiveKind::kReduceScatter,
+                w, algo == "two_level" ? 2 : 1);
+  b.AddBuffer(MakeBuffer("input", params.dtype, params.shape));
+  b.AddBuffer(MakeBuffer("output", params.dtype, out_shape));
+  for (int r = 0; r < w; ++r) b.AddInitial(r, "input", Region::Whole(params.shape));
+  for (int j = 0; j < w; ++j) {
+    std::vector<Contribution> sources;
+    for (int q = 0; q < w; ++q) sources.push_back({q, "input", layout.ShardRegion(j)});
+    b.AddExpectation(
+        Expectation{.rank = j,
+                    .buffer = "output",
+                    .region = Region::Slab(out_shape, params.axis, 0, layout.Shard(j).size()),
+                    .op = params.op,
+                    .sources = std::move(sources)});
+  }
+  ScatterPhase phase{.input = "input",
+                     .output = "output",
+                     .output_shape = out_shape,
+                     .in_place = false,
+                     .op = params.op,
+                     .channel_base = 0,
+                     .step_base = 0,
+                     .ranks_per_node = params.ranks_per_node};
+  RETURN_IF_ERROR(AddScatterPhase(algo, b, layout, phase).status());
+  return std::move(b).Finish();
+}
+
+absl::StatusOr<Plan> BuildAllReduce(std::string_view algo, const TemplateParams& params) {
+  RETURN_IF_ERROR(CheckReduceOp(params));
+  if (algo == "split") return BuildAllReduceSplit(params);
+  const int w = params.world_size;
+  ShardLayout layout(params.shape, params.axis, w, params.chunks_per_shard,
+                     Range{0, params.shape[params.axis]});
+  RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
+  const bool two_level = algo == "two_level";
+  if (two_level) RETURN_IF_ERROR(CheckRanksPerNode(params));
+
+  // RS phase on channels [0, c), AG phase on [c, 2c) with c = 2 for two-level (intra, inter),
+  // 1 otherwise; AG steps follow the RS steps.
+  const int phase_channels = two_level ? 2 : 1;
+  PlanBuilder b(absl::StrCat("allreduce.", std::string(algo)), CollectiveKind::kAllReduce, w,
+                2 * phase_channels);
+  AddAllReduceContract(b, params);
+  ScatterPhase rs{.input = "data",
+                  .in_place = true,
+                  .op = params.op,
+                  .channel_base = 0,
+                  .step_base = 0,
+                  .ranks_per_node = params.ranks_per_node};
+  ASSIGN_OR_RETURN(ChunkDeps done,
+                   AddScatterPhase(two_level ? "two_level" : "ring", b, layout, rs));
+  GatherPhase ag{.buffer = "data",
+                 .channel_base = phase_channels,
+                 .step_base = two_level ? 2 : w - 1,
+                 .ready = &done,
+                 .owner_after_compute = false,
+                 .ranks_per_node = params.ranks_per_node};
+  if (two_level) {
+    RETURN_IF_ERROR(AddAllGatherTwoLevel(b, layout, ag));
+  } else {
+    RETURN_IF_ERROR(AddAllGatherRing(b, layout, ag));
+  }
+  return std::move(b).Finish();
+}
+
+}  // namespace syncopate::plan::internal
