@@ -1,0 +1,121 @@
+// The kernel cache: memory LRU in front of the disk store, with single flight so that one key is
+// compiled at most once at a time, across threads (an in-process table of compiles in flight) and
+// across processes (a per-key flock in the cache directory; after taking it the disk is checked
+// again, since another process may just have written the entry).
+//
+// Failures: a failed compile is never written to disk, but its status is remembered in memory
+// for Options::failure_ttl, so a kernel that does not compile is not recompiled on every request;
+// callers waiting on that compile get the same error. Transient errors (DeadlineExceeded,
+// Cancelled, Unavailable, ResourceExhausted, Aborted) are not remembered, but threads that were
+// already waiting on that compile still receive them (they do not retry on their own). Corrupt disk
+// entries are deleted, counted and recompiled. Disk problems (full, read-only) do not fail a
+// request that compiled: the kernel is returned and the write error counted.
+//
+// Thread-safety: every method is thread-safe. The compile function runs on the calling thread
+// with no cache lock held, so compiles of different keys run in parallel.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/cache/cache_key.h"
+#include "jit/cache/disk_store.h"
+#include "jit/cache/memory_lru.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
+
+namespace syncopate::cache {
+
+struct CacheStats {
+  uint64_t memory_hits = 0;
+  uint64_t disk_hits = 0;
+  uint64_t misses = 0;    // requests that found nothing in memory or on disk
+  uint64_t compiles = 0;  // compile functions run by this process
+  uint64_t compile_failures = 0;
+  uint64_t shared_waits = 0;     // requests that joined another thread's compile
+  uint64_t failed_key_hits = 0;  // requests answered from the remembered-failure table
+  uint64_t corrupt_entries = 0;  // disk entries found corrupt (and deleted)
+  uint64_t memory_evictions = 0;
+  uint64_t disk_evictions = 0;
+  uint64_t disk_write_errors = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t memory_entries = 0;
+  uint64_t disk_bytes = 0;  // this process's estimate (see disk_store.h)
+  uint64_t disk_entries = 0;
+};
+
+class KernelCache {
+ public:
+  struct Options {
+    std::string dir;  // "" : DefaultCacheDir(); use memory_only for no disk at all
+    uint64_t memory_budget_bytes = 256ull << 20;
+    uint64_t disk_budget_bytes = 4ull << 30;  // 0: unlimited
+    std::chrono::steady_clock::duration failure_ttl = std::chrono::seconds(30);
+    bool memory_only = false;
+  };
+
+  enum class Source { kMemory, kDisk, kCompiled };
+
+  struct Result {
+    std::shared_ptr<const nvrtc::CompiledKernel> kernel;
+    // Where this request's kernel came from. A request that waited for another thread's
+    // compile reports that thread's source.
+    Source source = Source::kCompiled;
+    std::chrono::steady_clock::duration elapsed{};
+  };
+
+  using CompileFn = std::function<absl::StatusOr<nvrtc::CompiledKernel>()>;
+
+  // Opens (creating if needed) the cache directory. Fails if the directory cannot be created or
+  // written; a caller that wants to go on without disk can retry with memory_only.
+  static absl::StatusOr<std::unique_ptr<KernelCache>> Open(Options options);
+
+  // The kernel for `key`: from memory, else from disk, else from `compile` (run at most once
+  // per key at a time across threads and processes). Errors are the compile's own status, or
+  // a cache-directory error if the per-key lock cannot be taken.
+  absl::StatusOr<Result> GetOrCompile(const CacheKey& key, const CompileFn& compile);
+
+  CacheStats Stats() const;
+  absl::StatusOr<std::vector<DiskStore::EntryInfo>> List() const;
+  // Disk GC down to `budget_bytes` (see DiskStore::GarbageCollect).
+  absl::StatusOr<DiskStore::GcResult> GarbageCollect(uint64_t budget_bytes);
+  // Forgets remembered failures (e.g. after the user fixed a header on disk).
+  void ClearFailures();
+
+  // nullptr when memory_only.
+  DiskStore* disk() const { return disk_.get(); }
+
+ private:
+  struct InFlight;
+  struct Failure {
+    absl::Status status;
+    std::chrono::steady_clock::time_point expires;
+  };
+
+  KernelCache(Options options, std::unique_ptr<DiskStore> disk);
+  // The slow path of the thread that leads a key's flight: disk, cross-process lock, compile.
+  absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> Fetch(const std::string& key,
+                                                                     const CompileFn& compile,
+                                                                     Source* source);
+  absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> LoadFromDisk(const std::string& key);
+
+  const Options options_;
+  const std::unique_ptr<DiskStore> disk_;
+
+  mutable absl::Mutex mu_;
+  MemoryLru memory_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Failure> failures_ ABSL_GUARDED_BY(mu_);
+  CacheStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+const char* SourceName(KernelCache::Source source);
+
+}  // namespace syncopate::cache
