@@ -1,0 +1,501 @@
+// Codegen: tables and entry points as CUDA source text. Everything is emitted in a fixed order
+// from ordered containers, so the output is byte-identical for identical inputs.
+// Pure functions; thread-compatible.
+#include "jit/compiler/codegen.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "jit/compiler/embedded_headers.h"
+#include "runtime/base/sha256.h"
+#include "runtime/base/status_macros.h"
+
+namespace syncopate::jit {
+namespace {
+
+constexpr int kPerLine = 16;
+
+// Debian's abseil has its own string_view type.
+absl::string_view ToAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+constexpr char kGeneratedFileName[] = "syncopate_generated.cu";
+
+// Appends `values` as the body of a C array initializer, kPerLine per line, with an optional
+// comment line before each group (groups[i] = {first index, comment}).
+void EmitIntArray(std::string& out, absl::string_view decl, const std::vector<int64_t>& values,
+                  const std::vector<std::pair<size_t, std::string>>& groups = {}) {
+  // A zero-length array is not C++: pad with one unused element.
+  const size_t n = std::max<size_t>(values.size(), 1);
+  absl::StrAppend(&out, "__device__ const ", decl, "[", n, "] = {\n");
+  size_t g = 0;
+  size_t col = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (g < groups.size() && groups[g].first == i) {
+      if (col != 0) absl::StrAppend(&out, "\n");
+      absl::StrAppend(&out, "    // ", groups[g].second, "\n");
+      ++g;
+      col = 0;
+      while (g < groups.size() && groups[g].first == i) ++g;  // empty groups: nothing to label
+    }
+    absl::StrAppend(&out, col == 0 ? "    " : " ", values[i], ",");
+    if (++col == kPerLine) {
+      absl::StrAppend(&out, "\n");
+      col = 0;
+    }
+  }
+  if (col != 0) absl::StrAppend(&out, "\n");
+  if (values.empty()) absl::StrAppend(&out, "    0,  // unused\n");
+  absl::StrAppend(&out, "};\n");
+}
+
+// Struct rows: each row is a brace-enclosed list, `per_line` rows per line.
+void EmitStructArray(std::string& out, absl::string_view type, absl::string_view name,
+                     const std::vector<std::vector<int64_t>>& rows, size_t width, int per_line,
+                     const std::vector<std::pair<size_t, std::string>>& groups = {}) {
+  const size_t n = std::max<size_t>(rows.size(), 1);
+  absl::StrAppend(&out, "__device__ const syncopate::", type, " ", name, "[", n, "] = {\n");
+  size_t g = 0;
+  int col = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (g < groups.size() && groups[g].first == i) {
+      if (col != 0) absl::StrAppend(&out, "\n");
+      absl::StrAppend(&out, "    // ", groups[g].second, "\n");
+      ++g;
+      col = 0;
+      while (g < groups.size() && groups[g].first == i) ++g;
+    }
+    absl::StrAppend(&out, col == 0 ? "    " : " ", "{", absl::StrJoin(rows[i], ", "), "},");
+    if (++col == per_line) {
+      absl::StrAppend(&out, "\n");
+      col = 0;
+    }
+  }
+  if (col != 0) absl::StrAppend(&out, "\n");
+  if (rows.empty()) {
+    absl::StrAppend(&out, "    {", absl::StrJoin(std::vector<int>(width, 0), ", "), "},  // unused\n");
+  }
+  absl::StrAppend(&out, "};\n");
+}
+
+int DeviceDTypeCode(plan::DType d) {
+  switch (d) {
+    case plan::DType::kF32: return 0;
+    case plan::DType::kF16: return 1;
+    case plan::DType::kBF16: return 2;
+    case plan::DType::kF64: return 3;
+    case plan::DType::kI32: return 4;
+    case plan::DType::kI64: return 5;
+    case plan::DType::kI8: return 6;
+    case plan::DType::kU8: return 7;
+  }
+  return 0;
+}
+
+int ReduceCode(plan::ReduceOp op) {
+  switch (op) {
+    case plan::ReduceOp::kNone: return 0;
+    case plan::ReduceOp::kSum: return 1;
+    case plan::ReduceOp::kMax: return 2;
+  }
+  return 0;
+}
+
+std::string ShortName(absl::string_view entry) {
+  const size_t colon = entry.rfind(':');
+  return std::string(colon == absl::string_view::npos ? entry : entry.substr(colon + 1));
+}
+
+std::string ShortHash(std::string_view data) { return Sha256Hex(data).substr(0, 16); }
+
+size_t CountLines(std::string_view s) { return std::count(s.begin(), s.end(), '\n'); }
+
+const char* ScalarCType(ScalarType t) {
+  switch (t) {
+    case ScalarType::kI32: return "int";
+    case ScalarType::kI64: return "long long";
+    case ScalarType::kF32: return "float";
+  }
+  return "int";
+}
+
+std::string FootprintString(const OperandSpec& op) {
+  std::vector<std::string> axes;
+  for (const AxisFootprint& a : op.footprint) axes.push_back(a.ToString());
+  return absl::StrJoin(axes, " ");
+}
+
+// Header comment, includes and the local kernel's source (with #line directives so NVRTC's log
+// points into the kernel's own file).
+std::string Prologue(const std::vector<std::string>& header_lines, const KernelSpec& spec,
+                     std::string_view kernel_source, const CodegenOptions& options) {
+  std::string out;
+  for (const std::string& line : header_lines) absl::StrAppend(&out, "//", line.empty() ? "" : " ", line, "\n");
+  absl::StrAppend(&out, "#include <syncopate/device.cuh>\n");
+  bool bf16 = false, f16 = false;
+  for (const OperandSpec* op : spec.Operands()) {
+    bf16 |= op->dtype == plan::DType::kBF16;
+    f16 |= op->dtype == plan::DType::kF16;
+  }
+  for (const std::string& a : spec.template_args) {
+    bf16 |= a.find("__nv_bfloat16") != std::string::npos;
+    f16 |= a.find("__half") != std::string::npos;
+  }
+  if (f16) absl::StrAppend(&out, "#include <cuda_fp16.h>\n");
+  if (bf16) absl::StrAppend(&out, "#include <cuda_bf16.h>\n");
+  absl::StrAppend(&out, "\n// ---- local kernel source: ", options.kernel_source_name, " ----\n");
+  absl::StrAppend(&out, "#line 1 \"", options.kernel_source_name, "\"\n");
+  out.append(kernel_source.data(), kernel_source.size());
+  if (!kernel_source.empty() && kernel_source.back() != '\n') absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "#line ", CountLines(out) + 2, " \"", kGeneratedFileName, "\"\n");
+  absl::StrAppend(&out, "// ---- end of local kernel source ----\n\n");
+  return out;
+}
+
+std::vector<std::string> SpecLines(const KernelSpec& spec, const std::vector<OperandSlot>& slots) {
+  std::vector<std::string> lines;
+  lines.push_back(absl::StrCat("kernel:  ", spec.entry, "<Schedule",
+                               spec.template_args.empty() ? "" : ", ",
+                               absl::StrJoin(spec.template_args, ", "), ">  (spec \"", spec.name,
+                               "\")"));
+  lines.push_back(absl::StrCat("tiles:   ", spec.tiles_m(), " x ", spec.tiles_n(), " = ",
+                               spec.num_tiles(), " of ", spec.tile_m, " x ", spec.tile_n,
+                               " over ", spec.problem_m, " x ", spec.problem_n, ", group_m ",
+                               spec.group_m));
+  lines.push_back(absl::StrCat("launch:  ", spec.block_threads, " threads, ",
+                               spec.dynamic_smem_bytes, " bytes dynamic shared memory"));
+  lines.push_back("operand slots (args.operands[slot]):");
+  for (const OperandSlot& s : slots) {
+    const OperandSpec* op = nullptr;
+    for (const OperandSpec* o : spec.Operands()) {
+      if (o->name == s.name && s.kernel_param) op = o;
+    }
+    lines.push_back(absl::StrCat(
+        "  ", s.slot, ": ", s.name, " ", plan::DTypeName(s.dtype), " [", absl::StrJoin(s.shape, ", "),
+        "] ", s.kernel_param ? OperandRoleName(s.role) : "plan-only",
+        s.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", s.buffer, "\""),
+        op != nullptr ? absl::StrCat(", footprint ", FootprintString(*op)) : ""));
+  }
+  std::vector<std::string> scalars;
+  for (const KernelParam& p : spec.params) {
+    if (const auto* s = std::get_if<ScalarSpec>(&p)) {
+      scalars.push_back(absl::StrCat(s->name, "=", s->value));
+    }
+  }
+  if (!scalars.empty()) lines.push_back(absl::StrCat("scalars: ", absl::StrJoin(scalars, " ")));
+  return lines;
+}
+
+// The call of the user's kernel template, shared by the fused and local entries.
+std::string KernelCall(const KernelSpec& spec, absl::string_view schedule_type) {
+  std::string out;
+  absl::StrAppend(&out, "  ", spec.entry, "<", schedule_type);
+  for (const std::string& a : spec.template_args) absl::StrAppend(&out, ", ", a);
+  absl::StrAppend(&out, ">(\n      schedule");
+  int slot = 0;
+  for (const KernelParam& p : spec.params) {
+    absl::StrAppend(&out, ",\n      ");
+    if (const auto* s = std::get_if<ScalarSpec>(&p)) {
+      absl::StrAppend(&out, "static_cast<", ScalarCType(s->type), ">(", s->value, ")  /* ",
+                      s->name, " */");
+      continue;
+    }
+    const OperandSpec& op = std::get<OperandSpec>(p);
+    absl::StrAppend(&out, "static_cast<", DeviceTypeName(op.dtype), "*>(args.operands[", slot++,
+                    "])  /* ", op.name, " */");
+  }
+  absl::StrAppend(&out, ");\n");
+  return out;
+}
+
+void FillMetadata(const KernelSpec& spec, LaunchMetadata& md) {
+  md.block_dim = spec.block_threads;
+  md.dynamic_smem_bytes = spec.dynamic_smem_bytes;
+  md.tiles_m = static_cast<int>(spec.tiles_m());
+  md.tiles_n = static_cast<int>(spec.tiles_n());
+  md.num_tiles = static_cast<int>(spec.num_tiles());
+  for (const KernelParam& p : spec.params) {
+    if (const auto* s = std::get_if<ScalarSpec>(&p)) md.scalars.push_back(*s);
+  }
+}
+
+}  // namespace
+
+const char* DeviceTypeName(plan::DType dtype) {
+  switch (dtype) {
+    case plan::DType::kF32: return "float";
+    case plan::DType::kF16: return "__half";
+    case plan::DType::kBF16: return "__nv_bfloat16";
+    case plan::DType::kF64: return "double";
+    case plan::DType::kI32: return "int";
+    case plan::DType::kI64: return "long long";
+    case plan::DType::kI8: return "signed char";
+    case plan::DType::kU8: return "unsigned char";
+  }
+  return "void";
+}
+
+absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
+                                                    std::string_view kernel_source,
+                                                    const CodegenOptions& options) {
+  ASSIGN_OR_RETURN(LoweredSchedule lowered, Lower(plan, spec));
+  return GenerateFusedKernel(lowered, spec, kernel_source, options);
+}
+
+absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
+                                                    const KernelSpec& spec,
+                                                    std::string_view kernel_source,
+                                                    const CodegenOptions& options) {
+  RETURN_IF_ERROR(ValidateKernelSpec(spec));
+  if (lw.num_tiles != spec.num_tiles() || static_cast<int>(lw.ranks.size()) != lw.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lowered schedule (", lw.num_tiles, " tiles, ", lw.ranks.size(),
+        " ranks) does not belong to kernel spec \"", spec.name, "\" (", spec.num_tiles(), " tiles)"));
+  }
+  GeneratedKernel k;
+  const std::string spec_text = FormatKernelSpec(spec);
+  k.entry_symbol = absl::StrCat("syncopate_fused_", ShortName(spec.entry), "_",
+                                ShortHash(absl::StrCat(lw.plan_hash, "\n", spec_text, "\n",
+                                                       ToAbsl(kernel_source))));
+  const int world = lw.world_size;
+  const int tiles = lw.num_tiles;
+
+  // ---- tables ----
+  std::vector<int64_t> tile_order, wait_offsets, out_offsets, tile_out, out_base, chan_base,
+      chan_ops;
+  std::vector<std::vector<int64_t>> waits, out_chunks, prog_ops, deps, segments;
+  std::vector<std::pair<size_t, std::string>> g_order, g_woff, g_waits, g_ooff, g_tout, g_chunks,
+      g_prog, g_deps, g_segs;
+  // Segments of every transfer, by id.
+  std::vector<std::pair<int64_t, int64_t>> seg_range(lw.segments.size());
+  for (size_t id = 0; id < lw.segments.size(); ++id) {
+    if (!lw.segments[id].empty()) g_segs.push_back({segments.size(), absl::StrCat("transfer ", id)});
+    seg_range[id].first = static_cast<int64_t>(segments.size());
+    for (const CopySegment& s : lw.segments[id]) {
+      segments.push_back({s.src_offset_bytes, s.dst_offset_bytes, s.row_bytes, s.rows,
+                          s.src_pitch_bytes, s.dst_pitch_bytes});
+    }
+    seg_range[id].second = static_cast<int64_t>(segments.size());
+  }
+
+  if (lw.transfers.size() != lw.segments.size()) {
+    return absl::InternalError("lowered schedule lacks transfer records");
+  }
+  auto op_row = [&](int id, int dep_begin, int dep_end, int ready_chunk, int producers,
+                    int kind) -> absl::StatusOr<std::vector<int64_t>> {
+    const LoweredTransfer& t = lw.transfers[id];
+    const int src_slot = SlotOfBuffer(lw.slots, t.src_buffer);
+    const int dst_slot = SlotOfBuffer(lw.slots, t.dst_buffer);
+    if (src_slot < 0 || dst_slot < 0) {
+      return absl::InternalError(absl::StrCat("transfer ", id, ": buffer without operand slot"));
+    }
+    return std::vector<int64_t>{id, src_slot, dst_slot, t.src_rank, t.dst_rank, t.signal,
+                                ReduceCode(t.reduce), DeviceDTypeCode(t.dtype),
+                                seg_range[id].first, seg_range[id].second, dep_begin, dep_end,
+                                ready_chunk, producers, kind};
+  };
+
+  for (const RankSchedule& rs : lw.ranks) {
+    const std::string r = absl::StrCat("rank ", rs.rank);
+    g_order.push_back({tile_order.size(), r});
+    for (int t : rs.tile_order) tile_order.push_back(t);
+    g_woff.push_back({wait_offsets.size(), r});
+    g_waits.push_back({waits.size(), r});
+    g_ooff.push_back({out_offsets.size(), r});
+    g_tout.push_back({tile_out.size(), r});
+    for (int t = 0; t < tiles; ++t) {
+      wait_offsets.push_back(static_cast<int64_t>(waits.size()));
+      for (const TileWait& w : rs.waits[t]) waits.push_back({w.signal, rs.rank, w.transfer, w.peer});
+      out_offsets.push_back(static_cast<int64_t>(tile_out.size()));
+      for (int c : rs.tile_outgoing[t]) tile_out.push_back(c);
+    }
+    out_base.push_back(static_cast<int64_t>(out_chunks.size()));
+    g_chunks.push_back({out_chunks.size(), r});
+    for (const OutgoingChunk& c : rs.outgoing) {
+      ASSIGN_OR_RETURN(auto row, op_row(c.transfer, 0, 0, -1, c.producers, c.direct ? 1 : 0));
+      out_chunks.push_back(std::move(row));
+    }
+    for (const LandingGuard& g : rs.guards) {
+      ASSIGN_OR_RETURN(auto row, op_row(g.transfer, 0, 0, -1, g.producers, 2));
+      row[5] = g.signal;  // the guard's own word on this rank, not the transfer's signal
+      out_chunks.push_back(std::move(row));
+    }
+    chan_base.push_back(static_cast<int64_t>(chan_ops.size()));
+    g_prog.push_back({prog_ops.size(), r});
+    g_deps.push_back({deps.size(), r});
+    for (const auto& channel : rs.program) {
+      if (channel.empty()) continue;  // only channels with steps get a comm CTA
+      chan_ops.push_back(static_cast<int64_t>(prog_ops.size()));
+      for (const ProgramStep& step : channel) {
+        const int dep_begin = static_cast<int>(deps.size());
+        for (int d : step.deps) {
+          const LoweredTransfer& dt = lw.transfers[d];
+          deps.push_back({dt.signal, dt.dst_rank, d, dt.rank});
+        }
+        for (const GuardRef& g : step.guards) deps.push_back({g.signal, g.rank, step.transfer, g.rank});
+        ASSIGN_OR_RETURN(auto row, op_row(step.transfer, dep_begin, static_cast<int>(deps.size()),
+                                          step.ready_chunk, 0, 0));
+        prog_ops.push_back(std::move(row));
+      }
+    }
+  }
+  wait_offsets.push_back(static_cast<int64_t>(waits.size()));
+  out_offsets.push_back(static_cast<int64_t>(tile_out.size()));
+  out_base.push_back(static_cast<int64_t>(out_chunks.size()));
+  chan_base.push_back(static_cast<int64_t>(chan_ops.size()));
+  chan_ops.push_back(static_cast<int64_t>(prog_ops.size()));
+
+  // ---- source ----
+  std::vector<std::string> header = {
+      "Generated by Syncopate's overlap compiler. Do not edit; regenerate from the plan and spec.",
+      "",
+      absl::StrCat("plan:    \"", lw.plan_name, "\" (hash ", lw.plan_hash, ")"),
+      absl::StrCat("ranks:   ", world, " (tables for every rank, indexed by args.rank)"),
+  };
+  for (std::string& line : SpecLines(spec, lw.slots)) header.push_back(std::move(line));
+  header.push_back(absl::StrCat("entry:   extern \"C\" __global__ void ", k.entry_symbol,
+                                "(syncopate::FusedLaunchArgs args)"));
+  std::string& src = k.source;
+  src = Prologue(header, spec, kernel_source, options);
+
+  absl::StrAppend(&src, "namespace syncopate_generated {\n\n");
+  absl::StrAppend(&src,
+                  "// Tile execution order per rank: canonical tile ids (m * kTilesN + n), waves "
+                  "by estimated chunk\n// arrival, the kernel's own swizzle inside a wave. Rank r "
+                  "at [r * kNumTiles, (r + 1) * kNumTiles).\n");
+  EmitIntArray(src, "int kTileOrder", tile_order, g_order);
+  absl::StrAppend(&src,
+                  "\n// Wait sets: kWaits[kWaitOffsets[r * kNumTiles + tile] .. next) are the "
+                  "signals tile `tile` of\n// rank r waits for.\n");
+  EmitIntArray(src, "int kWaitOffsets", wait_offsets, g_woff);
+  absl::StrAppend(&src, "// {signal, signal rank, plan transfer, delivering peer}\n");
+  EmitStructArray(src, "WaitEntry", "kWaits", waits, 4, 4, g_waits);
+  absl::StrAppend(&src,
+                  "\n// Outgoing chunks each tile writes: kTileOut[kOutOffsets[r * kNumTiles + "
+                  "tile] .. next) are\n// rank-local chunk indices (chunk_counters / chunk_ready "
+                  "words).\n");
+  EmitIntArray(src, "int kOutOffsets", out_offsets, g_ooff);
+  EmitIntArray(src, "int kTileOut", tile_out, g_tout);
+  absl::StrAppend(&src,
+                  "\n// Outgoing chunks of rank r: kOutChunks[kOutBase[r] .. kOutBase[r + 1]).\n");
+  EmitIntArray(src, "int kOutBase", out_base);
+  absl::StrAppend(&src,
+                  "// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce, dtype, "
+                  "segments begin, end,\n//  deps begin, end, ready chunk, producers, kind (0 "
+                  "publish, 1 direct move, 2 landing guard)}\n");
+  EmitStructArray(src, "TransferOp", "kOutChunks", out_chunks, 15, 1, g_chunks);
+  absl::StrAppend(&src,
+                  "\n// Transfer program (SM backend): rank r's channels are kChanOps[kChanBase[r] "
+                  ".. kChanBase[r + 1]);\n// channel g's steps are kProgOps[kChanOps[g] .. "
+                  "kChanOps[g + 1]), in plan order.\n");
+  EmitIntArray(src, "int kChanBase", chan_base);
+  EmitIntArray(src, "int kChanOps", chan_ops);
+  EmitStructArray(src, "TransferOp", "kProgOps", prog_ops, 15, 1, g_prog);
+  absl::StrAppend(&src, "// Step dependencies: {signal, signal rank, plan transfer, executing rank}\n");
+  EmitStructArray(src, "WaitEntry", "kDeps", deps, 4, 4, g_deps);
+  absl::StrAppend(&src,
+                  "\n// Copy segments of every plan transfer: {src offset, dst offset, row bytes, "
+                  "rows, src pitch, dst pitch}\n");
+  EmitStructArray(src, "CopySegment", "kSegments", segments, 6, 1, g_segs);
+
+  absl::StrAppend(&src, "\nstruct Tables {\n");
+  absl::StrAppend(&src, "  static constexpr int kWorldSize = ", world, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kTilesM = ", lw.tiles_m, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kTilesN = ", lw.tiles_n, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kNumTiles = ", tiles, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kGroupM = ", spec.group_m, ";\n");
+  const std::pair<const char*, const char*> accessors[] = {
+      {"int", "tile_order"},  {"int", "wait_offsets"}, {"syncopate::WaitEntry", "waits"},
+      {"int", "out_offsets"}, {"int", "tile_out"},     {"int", "out_base"},
+      {"syncopate::TransferOp", "out_chunks"},          {"int", "chan_base"},
+      {"int", "chan_ops"},    {"syncopate::TransferOp", "prog_ops"},
+      {"syncopate::WaitEntry", "deps"},                 {"syncopate::CopySegment", "segments"}};
+  const char* arrays[] = {"kTileOrder", "kWaitOffsets", "kWaits",    "kOutOffsets",
+                          "kTileOut",   "kOutBase",     "kOutChunks", "kChanBase",
+                          "kChanOps",   "kProgOps",     "kDeps",      "kSegments"};
+  for (size_t i = 0; i < std::size(arrays); ++i) {
+    absl::StrAppend(&src, "  static SYNCOPATE_DEVICE const ", accessors[i].first, "* ",
+                    accessors[i].second, "() { return ", arrays[i], "; }\n");
+  }
+  absl::StrAppend(&src, "};\n\n}  // namespace syncopate_generated\n\n");
+
+  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", spec.block_threads, ")\n",
+                  k.entry_symbol, "(syncopate::FusedLaunchArgs args) {\n");
+  absl::StrAppend(&src, "  using Tables = syncopate_generated::Tables;\n");
+  absl::StrAppend(&src, "  using Schedule = syncopate::FusedSchedule<Tables>;\n");
+  absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
+  absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks\n");
+  absl::StrAppend(&src, "    syncopate::RunTransferProgram<Tables>(args);\n    return;\n  }\n");
+  absl::StrAppend(&src, "  Schedule schedule(args);\n");
+  absl::StrAppend(&src, "  schedule.PublishUnproducedChunks();\n");
+  absl::StrAppend(&src, KernelCall(spec, "Schedule"));
+  absl::StrAppend(&src, "}\n");
+
+  k.headers = DeviceHeaders();
+  LaunchMetadata& md = k.metadata;
+  FillMetadata(spec, md);
+  md.fused = true;
+  md.world_size = world;
+  md.num_signals = lw.max_signals;
+  md.num_outgoing_chunks = lw.max_outgoing;
+  md.num_plan_signals = lw.plan_signals;
+  for (const RankSchedule& rs : lw.ranks) {
+    std::vector<int> ids;
+    for (const OutgoingChunk& c : rs.outgoing) ids.push_back(c.transfer);
+    for (size_t g = 0; g < rs.guards.size(); ++g) ids.push_back(-1);
+    md.outgoing_transfers.push_back(std::move(ids));
+    std::vector<LaunchMetadata::Guard> guards;
+    for (const LandingGuard& g : rs.guards) guards.push_back({g.transfer, g.signal});
+    md.landing_guards.push_back(std::move(guards));
+  }
+  md.suggested_comm_ctas = lw.max_program_channels;
+  md.operands = lw.slots;
+  md.plan_hash = lw.plan_hash;
+  return k;
+}
+
+absl::StatusOr<GeneratedKernel> GenerateLocalKernel(const KernelSpec& spec,
+                                                    std::string_view kernel_source,
+                                                    const CodegenOptions& options) {
+  RETURN_IF_ERROR(ValidateKernelSpec(spec));
+  GeneratedKernel k;
+  k.entry_symbol = absl::StrCat("syncopate_local_", ShortName(spec.entry), "_",
+                                ShortHash(absl::StrCat(FormatKernelSpec(spec), "\n", ToAbsl(kernel_source))));
+  std::vector<OperandSlot> slots;
+  for (const OperandSpec* op : spec.Operands()) {
+    OperandSlot s;
+    s.slot = static_cast<int>(slots.size());
+    s.name = op->name;
+    s.buffer = op->buffer;
+    s.dtype = op->dtype;
+    s.role = op->role;
+    s.shape = op->shape;
+    s.bytes = plan::DTypeSize(op->dtype);
+    for (int64_t d : op->shape) s.bytes *= d;
+    slots.push_back(std::move(s));
+  }
+  std::vector<std::string> header = {
+      "Generated by Syncopate's overlap compiler. Do not edit; regenerate from the spec.",
+      "",
+      "variant: local (identity schedule: every tile, no waits, no signals)",
+  };
+  for (std::string& line : SpecLines(spec, slots)) header.push_back(std::move(line));
+  header.push_back(absl::StrCat("entry:   extern \"C\" __global__ void ", k.entry_symbol,
+                                "(syncopate::FusedLaunchArgs args)"));
+  std::string& src = k.source;
+  src = Prologue(header, spec, kernel_source, options);
+  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", spec.block_threads, ")\n",
+                  k.entry_symbol, "(syncopate::FusedLaunchArgs args) {\n");
+  absl::StrAppend(&src, "  syncopate::LocalSchedule schedule(", spec.tiles_m(), ", ", spec.tiles_n(),
+                  ", ", spec.group_m, ");\n");
+  absl::StrAppend(&src, KernelCall(spec, "syncopate::LocalSchedule"));
+  absl::StrAppend(&src, "}\n");
+  k.headers = DeviceHeaders();
+  FillMetadata(spec, k.metadata);
+  k.metadata.fused = false;
+  k.metadata.operands = std::move(slots);
+  return k;
+}
+
+}  // namespace syncopate::jit

@@ -1,0 +1,146 @@
+// Lowering: plan x kernel spec -> per-rank schedule tables (the data a fused kernel's schedule
+// reads). For every rank of the plan, so one compile serves every rank of a node (the kernel
+// indexes the tables by args.rank).
+//
+// Per rank r:
+// - wait set of tile t: every transfer whose destination is r, whose destination buffer is bound
+//   to a consumed operand, and whose destination region overlaps t's read footprint of that
+//   operand. Chunks need not align with tiles: a tile waits on every chunk it overlaps; initial
+//   (local) data needs no wait.
+// - outgoing chunks: transfers with after_compute whose source lives on r; producers = tiles
+//   whose write footprint of a produced operand bound to the source buffer overlaps the source
+//   region. "direct" chunks (producers > 0, no deps, executed by r) are moved by their last
+//   producer tile in SM mode; the others by the transfer program or the host.
+// - tile order: waves by estimated arrival (longest chain of deps and channel predecessors over
+//   the wait set; local tiles first), the kernel's own swizzle kept inside a wave.
+// - transfer program (SM backend): r's transfers per channel in list order, minus direct chunks,
+//   each with its deps (signal words) and the outgoing chunk it must await.
+// - landing guards: a reduction that lands in a buffer the destination's own computation writes
+//   (ring ReduceScatter hops into "input") must not land before that computation wrote the
+//   overlapping tiles (templates.h's "ordering obligation outside the plan model"). For each such
+//   incoming transfer the destination's producer tiles count into a guard, whose last producer
+//   release-stores an extra signal word (index >= every plan signal) on the destination; whoever
+//   executes the transfer waits for that word first. The transfer is then never "direct".
+// Pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "jit/compiler/copy_descriptors.h"
+#include "jit/compiler/kernel_spec.h"
+#include "runtime/plan/plan.h"
+
+namespace syncopate::jit {
+
+// The kernel's own tile order: tile i -> canonical id (m * tiles_n + n). Row-major when
+// group_m <= 1, else grouped-M. Mirrors syncopate::SwizzleTile (impl/schedule.cuh).
+int64_t SwizzledTile(int64_t i, int64_t tiles_m, int64_t tiles_n, int64_t group_m);
+
+// An operand slot of the launch ABI (FusedLaunchArgs::operands). The spec's operands come first,
+// in call order; plan buffers that transfers touch but no operand binds follow (they are not
+// passed to the kernel, but the kernel's copies address them).
+struct OperandSlot {
+  int slot = 0;
+  std::string name;    // the spec operand's name, or the plan buffer's name for extra slots
+  std::string buffer;  // plan buffer, empty for an unbound local operand
+  plan::DType dtype = plan::DType::kF32;
+  OperandRole role = OperandRole::kLocal;
+  bool kernel_param = true;  // false for plan-only slots
+  // Some reduce transfer lands here and no operand of the kernel produces it: the runtime must
+  // fill it with the reduction's identity (0 for sum) before the launch (plan.h's reduce rule).
+  bool needs_identity_fill = false;
+  plan::Shape shape;
+  int64_t bytes = 0;
+};
+
+struct TileWait {
+  int signal = 0;    // signal index on this rank
+  int transfer = 0;  // plan transfer id
+  int peer = 0;      // the rank whose data it is (the transfer's source rank)
+  friend bool operator==(const TileWait&, const TileWait&) = default;
+};
+
+struct OutgoingChunk {
+  int transfer = 0;                 // plan transfer id
+  int producers = 0;                // tiles writing into its source region
+  std::vector<int> producer_tiles;  // canonical tile ids, ascending
+  bool direct = false;
+};
+
+// A landing guard: signal word `signal` on rank `rank` reaches the epoch once every tile of that
+// rank writing the destination region of `transfer` is done.
+struct GuardRef {
+  int rank = 0;
+  int signal = 0;
+  friend bool operator==(const GuardRef&, const GuardRef&) = default;
+};
+
+struct LandingGuard {
+  int transfer = 0;  // the incoming transfer it holds back
+  int signal = 0;    // signal word index on this rank
+  int producers = 0;
+  std::vector<int> producer_tiles;  // canonical tile ids, ascending
+};
+
+struct ProgramStep {
+  int transfer = 0;
+  std::vector<int> deps;  // plan transfer ids
+  std::vector<GuardRef> guards;  // landing guards to await (on the destination rank)
+  int ready_chunk = -1;   // local outgoing chunk index to await, or -1
+};
+
+struct RankSchedule {
+  int rank = 0;
+  std::vector<int> tile_order;                 // canonical tile ids, execution order
+  std::vector<int> tile_wave;                  // by canonical id: estimated arrival step
+  std::vector<std::vector<TileWait>> waits;    // by canonical id, ascending signal
+  // By canonical id: local chunk indices the tile counts into: outgoing chunks [0, outgoing.size())
+  // then landing guards (outgoing.size() + g).
+  std::vector<std::vector<int>> tile_outgoing;
+  std::vector<OutgoingChunk> outgoing;         // local outgoing chunk index -> chunk
+  std::vector<LandingGuard> guards;            // incoming reductions onto computed data
+  std::vector<std::vector<ProgramStep>> program;  // per channel of this rank
+  int num_signals = 0;  // signal words this rank uses (plan signals, then guards)
+  int num_chunks() const { return static_cast<int>(outgoing.size() + guards.size()); }
+};
+
+// What the generated tables need of a plan transfer.
+struct LoweredTransfer {
+  int id = 0;
+  int rank = 0;  // executing rank
+  int src_rank = 0;
+  int dst_rank = 0;
+  int signal = 0;
+  std::string src_buffer;
+  std::string dst_buffer;
+  plan::ReduceOp reduce = plan::ReduceOp::kNone;
+  plan::DType dtype = plan::DType::kF32;  // of the source buffer
+};
+
+struct LoweredSchedule {
+  std::string plan_name;
+  std::string plan_hash;
+  int world_size = 0;
+  int tiles_m = 0;
+  int tiles_n = 0;
+  int num_tiles = 0;
+  std::vector<OperandSlot> slots;
+  std::vector<RankSchedule> ranks;
+  std::vector<LoweredTransfer> transfers;  // by transfer id
+  // Copy descriptors of every plan transfer, by transfer id.
+  std::vector<std::vector<CopySegment>> segments;
+  int max_signals = 0;       // max over ranks of num_signals
+  int plan_signals = 0;      // max over ranks of plan signal indices + 1; guards start here
+  int max_outgoing = 0;      // max over ranks of num_chunks() (chunk_counters words)
+  int max_program_channels = 0;  // max over ranks of channels with at least one program step
+};
+
+absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec);
+
+// Slot index of the plan buffer `buffer` in `slots`, or -1.
+int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer);
+
+}  // namespace syncopate::jit

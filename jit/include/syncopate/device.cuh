@@ -1,0 +1,42 @@
+// Syncopate's device API: what a local kernel is written against, and what generated overlap
+// kernels instantiate. Header-only CUDA C++ that NVRTC compiles without any include path (no std
+// headers, no cuda_fp16.h / cuda_bf16.h); nvcc compiles it too.
+//
+// A local kernel is a __device__ function template generic over its schedule:
+//
+//   template <class Schedule, class T>
+//   __device__ void my_kernel(Schedule& s, const T* A, T* C, int M, int N) {
+//     for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+//       const syncopate::Tile t = s.tile(i);  // t.m, t.n: tile coordinates; t.index: m*tiles_n+n
+//       if (!s.wait(t)) return;               // every incoming chunk the tile reads has arrived
+//       ... compute tile (t.m, t.n) ...
+//       s.done(t);                            // count the tile into the chunks it writes
+//     }
+//   }
+//
+// Schedule concept (both implementations in impl/schedule.cuh):
+//   int first(), stride(), num_tiles(), tiles_m(), tiles_n()
+//   Tile tile(int i)          tile i of this CTA's walk, in execution order
+//   bool wait(const Tile&)    CTA-collective; false: the launch aborted (a wait timed out)
+//   void done(const Tile&)    CTA-collective; publishes outgoing chunks whose last producer it is
+//   void* remote(int operand, int peer) / T* remote_as<T>(operand, peer)
+//                             an operand slot's pointer on a peer (nullptr when not symmetric)
+// wait() and done() contain __syncthreads(): every thread of the CTA calls them, in the same
+// order. Kernels must leave shared memory consistent across tiles (a persistent CTA runs many).
+//
+// Schedules:
+//   syncopate::LocalSchedule(tiles_m, tiles_n, group_m)  all tiles, no waits: a plain kernel
+//   syncopate::FusedSchedule<Tables>(args)               generated per plan x kernel spec
+// Communication CTAs of the SM backend run syncopate::RunTransferProgram<Tables>(args)
+// (impl/comm.cuh); the launch ABI (FusedLaunchArgs, timeouts) is in syncopate/launch_abi.h.
+#ifndef SYNCOPATE_DEVICE_CUH_
+#define SYNCOPATE_DEVICE_CUH_
+
+#include <syncopate/launch_abi.h>
+#include <syncopate/impl/types.cuh>
+#include <syncopate/impl/sync.cuh>
+#include <syncopate/impl/copy.cuh>
+#include <syncopate/impl/schedule.cuh>
+#include <syncopate/impl/comm.cuh>
+
+#endif  // SYNCOPATE_DEVICE_CUH_

@@ -1,0 +1,124 @@
+// The communication CTAs of the SM backend: CTAs [0, num_comm_ctas) execute this rank's transfer
+// program (every transfer the rank executes, except outgoing chunks their last producer tile
+// moves itself). Channel g of the rank belongs to comm CTA g % num_comm_ctas. A CTA interleaves
+// its channels: thread 0 polls each channel's next step without blocking and runs the first one
+// whose dependencies are met, so a step blocked on one channel never stalls another channel
+// (channels of a rank run concurrently in the plan's semantics).
+// Header-only, compiled by NVRTC and nvcc.
+#ifndef SYNCOPATE_IMPL_COMM_CUH_
+#define SYNCOPATE_IMPL_COMM_CUH_
+
+#include <syncopate/impl/schedule.cuh>
+#include <syncopate/impl/sync.cuh>
+#include <syncopate/impl/types.cuh>
+
+namespace syncopate {
+
+// Channels one comm CTA interleaves at a time; more are handled in successive batches (launch
+// ceil(channels / 64) comm CTAs or more to keep every channel live).
+constexpr int kCommMaxChannelsPerCta = 64;
+
+namespace detail {
+
+// Thread 0 only. True when every dependency of `op` is met; otherwise `blocked` names the first
+// unmet wait and `seen` its value.
+template <class Tables>
+SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
+                                WaitEntry& blocked, unsigned& seen) {
+  for (int d = op.dep_begin; d < op.dep_end; ++d) {
+    const WaitEntry w = Tables::deps()[d];
+    const unsigned v = LoadAcquireSys(SignalWord(args, w));
+    if (v < args.epoch) {
+      blocked = w;
+      seen = v;
+      return false;
+    }
+  }
+  if (op.ready_chunk >= 0) {
+    const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
+    if (v < args.epoch) {
+      blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
+      seen = v;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// CTA-collective; call from comm CTAs only (blockIdx.x < args.num_comm_ctas).
+template <class Tables>
+SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
+  __shared__ int cursor[kCommMaxChannelsPerCta];
+  __shared__ int cursor_end[kCommMaxChannelsPerCta];
+  __shared__ int next_step;
+  const int cta = static_cast<int>(blockIdx.x);
+  const int ctas = static_cast<int>(args.num_comm_ctas);
+  const int chan_begin = Tables::chan_base()[args.rank];
+  const int chan_count = Tables::chan_base()[args.rank + 1] - chan_begin;
+  const int owned = chan_count > cta ? (chan_count - cta + ctas - 1) / ctas : 0;
+  const bool tid0 = FlatThreadIdx() == 0;
+
+  for (int batch = 0; batch < owned; batch += kCommMaxChannelsPerCta) {
+    const int n = owned - batch < kCommMaxChannelsPerCta ? owned - batch : kCommMaxChannelsPerCta;
+    if (tid0) {
+      for (int j = 0; j < n; ++j) {
+        const int g = chan_begin + cta + (batch + j) * ctas;
+        cursor[j] = Tables::chan_ops()[g];
+        cursor_end[j] = Tables::chan_ops()[g + 1];
+      }
+    }
+    __syncthreads();
+    int rr = 0;  // round-robin start, so no channel starves
+    for (;;) {
+      if (tid0) {
+        int pick = -1;  // -1: batch finished, -2: aborted
+        unsigned long long idle_since = 0;
+        unsigned backoff = 32;
+        for (;;) {
+          bool left = false;
+          WaitEntry blocked{0, 0, -1, -1};
+          unsigned seen = 0;
+          for (int k = 0; k < n && pick < 0; ++k) {
+            const int j = (rr + k) % n;
+            if (cursor[j] == cursor_end[j]) continue;
+            left = true;
+            if (detail::StepReady<Tables>(args, Tables::prog_ops()[cursor[j]], blocked, seen)) {
+              pick = cursor[j]++;
+              rr = j + 1;
+            }
+          }
+          if (pick >= 0 || !left) break;
+          if (LaunchAborted(args)) {
+            pick = -2;
+            break;
+          }
+          const unsigned long long now = GlobalTimerNs();
+          if (idle_since == 0ull) idle_since = now;
+          if (args.wait_timeout_ns != 0ull && now - idle_since > args.wait_timeout_ns) {
+            RecordTimeout(args, -1, blocked, seen, now - idle_since);
+            pick = -2;
+            break;
+          }
+#if __CUDA_ARCH__ >= 700
+          __nanosleep(backoff);
+#endif
+          if (backoff < 1024) backoff *= 2;
+        }
+        next_step = pick;
+      }
+      __syncthreads();
+      const int step = next_step;
+      if (step == -2) return;
+      if (step < 0) break;
+      // Ends with a barrier, so next_step is not rewritten before every thread has read it.
+      MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments());
+    }
+    __syncthreads();  // the cursors are rewritten by the next batch
+  }
+}
+
+}  // namespace syncopate
+
+#endif  // SYNCOPATE_IMPL_COMM_CUH_

@@ -1,0 +1,237 @@
+// CTA-collective chunk movement: copies (16-byte vectors where alignment allows) and reductions
+// (system-scope atomics, because several ranks may reduce into one element concurrently) over a
+// list of 2D copy segments. Element conversions use PTX/bit tricks, not cuda_fp16.h/cuda_bf16.h,
+// so the device headers need no include path.
+// Header-only, compiled by NVRTC and nvcc. Every thread of the CTA must call these.
+#ifndef SYNCOPATE_IMPL_COPY_CUH_
+#define SYNCOPATE_IMPL_COPY_CUH_
+
+#include <syncopate/impl/types.cuh>
+
+namespace syncopate {
+namespace detail {
+
+SYNCOPATE_DEVICE float Bf16BitsToFloat(unsigned bits) { return __uint_as_float(bits << 16); }
+
+SYNCOPATE_DEVICE unsigned FloatToBf16Bits(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // NaN stays a quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                 // round to nearest even
+  return u >> 16;
+}
+
+SYNCOPATE_DEVICE float F16BitsToFloat(unsigned bits) {
+  float f;
+  unsigned short h = static_cast<unsigned short>(bits);
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+SYNCOPATE_DEVICE unsigned FloatToF16Bits(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+SYNCOPATE_DEVICE float Combine(float a, float b, int reduce) {
+  return reduce == kDevReduceMax ? fmaxf(a, b) : a + b;
+}
+
+// Reduces `value` (a 1- or 2-byte element's bits) into the element at `p` with a CAS loop on the
+// aligned 32-bit word that holds it: the portable way to get system-scope atomicity for small
+// types on every architecture.
+SYNCOPATE_DEVICE void AtomicReduceSmall(char* p, unsigned value, int width, int dtype,
+                                        int reduce) {
+  unsigned* word = reinterpret_cast<unsigned*>(reinterpret_cast<unsigned long long>(p) & ~3ull);
+  const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(p) & 3ull) * 8u;
+  const unsigned mask = (width == 1 ? 0xffu : 0xffffu) << shift;
+  unsigned old = *reinterpret_cast<volatile unsigned*>(word);
+  for (;;) {
+    const unsigned cur = (old & mask) >> shift;
+    unsigned next;
+    if (dtype == kDevBF16) {
+      next = FloatToBf16Bits(Combine(Bf16BitsToFloat(cur), Bf16BitsToFloat(value), reduce));
+    } else if (dtype == kDevF16) {
+      next = FloatToF16Bits(Combine(F16BitsToFloat(cur), F16BitsToFloat(value), reduce));
+    } else if (dtype == kDevI8) {
+      const int a = static_cast<signed char>(cur), b = static_cast<signed char>(value);
+      next = static_cast<unsigned>(reduce == kDevReduceMax ? (a > b ? a : b) : a + b) & 0xffu;
+    } else {  // kDevU8
+      next = (reduce == kDevReduceMax ? (cur > value ? cur : value) : cur + value) & 0xffu;
+    }
+    const unsigned desired = (old & ~mask) | ((next << shift) & mask);
+    const unsigned seen = atomicCAS_system(word, old, desired);
+    if (seen == old) return;
+    old = seen;
+  }
+}
+
+SYNCOPATE_DEVICE void AtomicReduceF32(float* p, float v, int reduce) {
+  if (reduce == kDevReduceSum) {
+    atomicAdd_system(p, v);
+    return;
+  }
+  unsigned* w = reinterpret_cast<unsigned*>(p);
+  unsigned old = *reinterpret_cast<volatile unsigned*>(w);
+  while (__uint_as_float(old) < v) {
+    const unsigned seen = atomicCAS_system(w, old, __float_as_uint(v));
+    if (seen == old) return;
+    old = seen;
+  }
+}
+
+SYNCOPATE_DEVICE void AtomicReduceF64(double* p, double v, int reduce) {
+  if (reduce == kDevReduceSum) {
+    atomicAdd_system(p, v);
+    return;
+  }
+  unsigned long long* w = reinterpret_cast<unsigned long long*>(p);
+  unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(w);
+  while (__longlong_as_double(static_cast<long long>(old)) < v) {
+    const unsigned long long seen =
+        atomicCAS_system(w, old, static_cast<unsigned long long>(__double_as_longlong(v)));
+    if (seen == old) return;
+    old = seen;
+  }
+}
+
+// Reduces one pair of 16-bit floats (4-byte aligned) into dst.
+SYNCOPATE_DEVICE void AtomicReducePair16(char* dst, unsigned src_pair, int dtype, int reduce) {
+  if (reduce == kDevReduceSum && dtype == kDevF16) {
+    asm volatile("red.relaxed.sys.global.add.noftz.f16x2 [%0], %1;" ::"l"(dst), "r"(src_pair)
+                 : "memory");
+    return;
+  }
+#if __CUDA_ARCH__ >= 900
+  if (reduce == kDevReduceSum && dtype == kDevBF16) {
+    asm volatile("red.relaxed.sys.global.add.noftz.bf16x2 [%0], %1;" ::"l"(dst), "r"(src_pair)
+                 : "memory");
+    return;
+  }
+#endif
+  AtomicReduceSmall(dst, src_pair & 0xffffu, 2, dtype, reduce);
+  AtomicReduceSmall(dst + 2, src_pair >> 16, 2, dtype, reduce);
+}
+
+SYNCOPATE_DEVICE int DTypeBytes(int dtype) {
+  switch (dtype) {
+    case kDevF16:
+    case kDevBF16: return 2;
+    case kDevF64:
+    case kDevI64: return 8;
+    case kDevI8:
+    case kDevU8: return 1;
+    default: return 4;
+  }
+}
+
+// dst op= src for one element of `dtype`.
+SYNCOPATE_DEVICE void AtomicReduceElement(char* dst, const char* src, int dtype, int reduce) {
+  switch (dtype) {
+    case kDevF32:
+      AtomicReduceF32(reinterpret_cast<float*>(dst), *reinterpret_cast<const float*>(src), reduce);
+      return;
+    case kDevF64:
+      AtomicReduceF64(reinterpret_cast<double*>(dst), *reinterpret_cast<const double*>(src),
+                      reduce);
+      return;
+    case kDevI32: {
+      const int v = *reinterpret_cast<const int*>(src);
+      if (reduce == kDevReduceSum) {
+        atomicAdd_system(reinterpret_cast<int*>(dst), v);
+      } else {
+        atomicMax_system(reinterpret_cast<int*>(dst), v);
+      }
+      return;
+    }
+    case kDevI64: {
+      const long long v = *reinterpret_cast<const long long*>(src);
+      if (reduce == kDevReduceSum) {
+        atomicAdd_system(reinterpret_cast<unsigned long long*>(dst),
+                         static_cast<unsigned long long>(v));
+      } else {
+        atomicMax_system(reinterpret_cast<long long*>(dst), v);
+      }
+      return;
+    }
+    case kDevF16:
+    case kDevBF16:
+      AtomicReduceSmall(dst, *reinterpret_cast<const unsigned short*>(src), 2, dtype, reduce);
+      return;
+    default:
+      AtomicReduceSmall(dst, *reinterpret_cast<const unsigned char*>(src), 1, dtype, reduce);
+      return;
+  }
+}
+
+template <class V>
+SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s, int tid,
+                               int nthreads) {
+  const long long per_row = s.row_bytes / static_cast<long long>(sizeof(V));
+  const long long total = per_row * s.rows;
+  for (long long i = tid; i < total; i += nthreads) {
+    const long long r = s.rows == 1 ? 0 : i / per_row;
+    const long long u = i - r * per_row;
+    const V v = *reinterpret_cast<const V*>(src + s.src_offset + r * s.src_pitch + u * sizeof(V));
+    *reinterpret_cast<V*>(dst + s.dst_offset + r * s.dst_pitch + u * sizeof(V)) = v;
+  }
+}
+
+SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegment& s,
+                              long long a) {
+  const unsigned long long bits = reinterpret_cast<unsigned long long>(src + s.src_offset) |
+                                  reinterpret_cast<unsigned long long>(dst + s.dst_offset) |
+                                  static_cast<unsigned long long>(s.row_bytes) |
+                                  static_cast<unsigned long long>(s.src_pitch) |
+                                  static_cast<unsigned long long>(s.dst_pitch);
+  return (bits & static_cast<unsigned long long>(a - 1)) == 0ull;
+}
+
+}  // namespace detail
+
+// All threads of the CTA: moves segments [begin, end) from `src` to `dst` (byte offsets relative
+// to the two base pointers), replacing or, with `reduce`, reducing element-wise. Returns after
+// this CTA's stores are issued; the caller fences and publishes.
+SYNCOPATE_DEVICE void CtaMoveSegments(const CopySegment* segments, int begin, int end,
+                                      const void* src_base, void* dst_base, int dtype,
+                                      int reduce) {
+  const char* src = static_cast<const char*>(src_base);
+  char* dst = static_cast<char*>(dst_base);
+  const int tid = FlatThreadIdx();
+  const int nthreads = FlatBlockDim();
+  for (int i = begin; i < end; ++i) {
+    const CopySegment s = segments[i];
+    if (reduce == kDevReduceNone) {
+      if (detail::Aligned(src, dst, s, 16)) {
+        detail::CopyRows<uint4>(src, dst, s, tid, nthreads);
+      } else if (detail::Aligned(src, dst, s, 8)) {
+        detail::CopyRows<unsigned long long>(src, dst, s, tid, nthreads);
+      } else if (detail::Aligned(src, dst, s, 4)) {
+        detail::CopyRows<unsigned>(src, dst, s, tid, nthreads);
+      } else {
+        detail::CopyRows<unsigned char>(src, dst, s, tid, nthreads);
+      }
+      continue;
+    }
+    const int esize = detail::DTypeBytes(dtype);
+    const bool pairs = esize == 2 && detail::Aligned(src, dst, s, 4);
+    const long long unit = pairs ? 4 : esize;
+    const long long per_row = s.row_bytes / unit;
+    const long long total = per_row * s.rows;
+    for (long long k = tid; k < total; k += nthreads) {
+      const long long r = s.rows == 1 ? 0 : k / per_row;
+      const long long u = k - r * per_row;
+      const char* from = src + s.src_offset + r * s.src_pitch + u * unit;
+      char* to = dst + s.dst_offset + r * s.dst_pitch + u * unit;
+      if (pairs) {
+        detail::AtomicReducePair16(to, *reinterpret_cast<const unsigned*>(from), dtype, reduce);
+      } else {
+        detail::AtomicReduceElement(to, from, dtype, reduce);
+      }
+    }
+  }
+}
+
+}  // namespace syncopate
+
+#endif  // SYNCOPATE_IMPL_COPY_CUH_

@@ -1,0 +1,202 @@
+// The two schedules a local kernel is instantiated with:
+//   LocalSchedule          identity: every tile, kernel's own order, no waits, no signals.
+//   FusedSchedule<Tables>  the overlap schedule; Tables is generated per (plan, kernel spec) and
+//                          holds per-rank constant arrays (see jit/compiler/codegen.cc).
+// Both are CTA-collective objects: every thread of a compute CTA makes the same calls in the
+// same order (wait/done contain barriers). Header-only, compiled by NVRTC and nvcc.
+#ifndef SYNCOPATE_IMPL_SCHEDULE_CUH_
+#define SYNCOPATE_IMPL_SCHEDULE_CUH_
+
+#include <syncopate/impl/copy.cuh>
+#include <syncopate/impl/sync.cuh>
+#include <syncopate/impl/types.cuh>
+
+namespace syncopate {
+
+// Tile i of a tiles_m x tiles_n grid in the kernel's own order: row-major when group_m <= 1,
+// else grouped-M (group_m tile rows walked column by column, for L2 reuse of B). Mirrored on the
+// host by syncopate::jit::SwizzledTile (jit/compiler/lowering.cc); the two must agree.
+SYNCOPATE_DEVICE Tile SwizzleTile(int i, int tiles_m, int tiles_n, int group_m) {
+  if (group_m <= 1) return Tile{i / tiles_n, i % tiles_n, i};
+  const int per_group = group_m * tiles_n;
+  const int group = i / per_group;
+  const int first_m = group * group_m;
+  const int rows = tiles_m - first_m < group_m ? tiles_m - first_m : group_m;
+  const int in_group = i - group * per_group;
+  const int m = first_m + in_group % rows;
+  const int n = in_group / rows;
+  return Tile{m, n, m * tiles_n + n};
+}
+
+// This rank's pointer (or a peer's, through the symmetric table) for operand slot `slot`.
+SYNCOPATE_DEVICE void* OperandOn(const FusedLaunchArgs& args, int slot, int rank) {
+  return rank == args.rank ? args.operands[slot] : args.peer_operands[slot * args.world_size + rank];
+}
+
+SYNCOPATE_DEVICE unsigned* SignalWordOn(const FusedLaunchArgs& args, int rank, int signal) {
+  return (rank == args.rank ? args.signals : args.peer_signals[rank]) + signal;
+}
+
+// CTA-collective: moves one chunk (copy or reduce) and release-stores its destination signal.
+SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const TransferOp& op,
+                                         const CopySegment* segments) {
+  CtaMoveSegments(segments, op.seg_begin, op.seg_end, OperandOn(args, op.src_slot, op.src_rank),
+                  OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce);
+  __syncthreads();
+  if (FlatThreadIdx() == 0) {
+    __threadfence_system();
+    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
+  }
+}
+
+// Identity schedule: the kernel runs as an ordinary local kernel over all tiles.
+class LocalSchedule {
+ public:
+  SYNCOPATE_DEVICE LocalSchedule(int tiles_m, int tiles_n, int group_m)
+      : tiles_m_(tiles_m), tiles_n_(tiles_n), group_m_(group_m) {}
+
+  SYNCOPATE_DEVICE int first() const { return blockIdx.x; }
+  SYNCOPATE_DEVICE int stride() const { return gridDim.x; }
+  SYNCOPATE_DEVICE int num_tiles() const { return tiles_m_ * tiles_n_; }
+  SYNCOPATE_DEVICE int tiles_m() const { return tiles_m_; }
+  SYNCOPATE_DEVICE int tiles_n() const { return tiles_n_; }
+  SYNCOPATE_DEVICE Tile tile(int i) const { return SwizzleTile(i, tiles_m_, tiles_n_, group_m_); }
+  SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
+  SYNCOPATE_DEVICE void done(const Tile&) const {}
+  // No peers in a local launch.
+  SYNCOPATE_DEVICE void* remote(int /*operand*/, int /*peer*/) const { return nullptr; }
+  template <class T>
+  SYNCOPATE_DEVICE T* remote_as(int operand, int peer) const {
+    return static_cast<T*>(remote(operand, peer));
+  }
+
+ private:
+  int tiles_m_;
+  int tiles_n_;
+  int group_m_;
+};
+
+// The overlap schedule. `Tables` (generated) provides:
+//   static constexpr int kWorldSize, kTilesM, kTilesN, kNumTiles, kGroupM;
+//   static const int* tile_order();     [world][num_tiles] canonical tile ids, execution order
+//   static const int* wait_offsets();   [world * num_tiles + 1] into waits(), by canonical id
+//   static const WaitEntry* waits();
+//   static const int* out_offsets();    [world * num_tiles + 1] into tile_out(), by canonical id
+//   static const int* tile_out();       rank-local outgoing chunk indices
+//   static const int* out_base();       [world + 1] into out_chunks()
+//   static const TransferOp* out_chunks();
+//   static const int* chan_base();      [world + 1] into chan_ops() (global channel ids)
+//   static const int* chan_ops();       [channels + 1] into prog_ops()
+//   static const TransferOp* prog_ops();
+//   static const WaitEntry* deps();
+//   static const CopySegment* segments();
+template <class Tables>
+class FusedSchedule {
+ public:
+  SYNCOPATE_DEVICE explicit FusedSchedule(const FusedLaunchArgs& args) : args_(args) {}
+
+  // Compute CTAs are blockIdx.x >= num_comm_ctas; tiles are dealt out among them.
+  SYNCOPATE_DEVICE int first() const {
+    return static_cast<int>(blockIdx.x) - static_cast<int>(args_.num_comm_ctas);
+  }
+  SYNCOPATE_DEVICE int stride() const {
+    return static_cast<int>(gridDim.x) - static_cast<int>(args_.num_comm_ctas);
+  }
+  SYNCOPATE_DEVICE int num_tiles() const { return Tables::kNumTiles; }
+  SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
+  SYNCOPATE_DEVICE int tiles_n() const { return Tables::kTilesN; }
+  SYNCOPATE_DEVICE int rank() const { return args_.rank; }
+  SYNCOPATE_DEVICE int world_size() const { return args_.world_size; }
+
+  SYNCOPATE_DEVICE Tile tile(int i) const {
+    const int id = Tables::tile_order()[args_.rank * Tables::kNumTiles + i];
+    return Tile{id / Tables::kTilesN, id % Tables::kTilesN, id};
+  }
+
+  // CTA-collective. Thread 0 acquires every signal of the tile's wait set (all under one
+  // deadline); returns false for every thread when the launch aborted, and the kernel must
+  // then return.
+  SYNCOPATE_DEVICE bool wait(const Tile& t) const {
+    int ok = 1;
+    if (FlatThreadIdx() == 0) {
+      const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
+      unsigned long long start_ns = 0;
+      for (int k = off[0]; k < off[1]; ++k) {
+        const WaitEntry w = Tables::waits()[k];
+        if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, start_ns)) {
+          ok = 0;
+          break;
+        }
+      }
+    }
+    return __syncthreads_and(ok) != 0;
+  }
+
+  // CTA-collective. Counts this tile into every outgoing chunk it writes; the last producer of a
+  // chunk resets its counter and publishes it (SM mode, direct chunk: moves it to the peer and
+  // sets the peer's signal; landing guard: sets this rank's guard word; always:
+  // chunk_ready[c] = epoch, for the copy engine / comm CTAs).
+  SYNCOPATE_DEVICE void done(const Tile& t) const {
+    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const int begin = off[0];
+    const int end = off[1];
+    if (begin == end) return;
+    __syncthreads();  // every thread's stores of the tile are issued
+    const bool tid0 = FlatThreadIdx() == 0;
+    if (tid0) __threadfence_system();
+    const int base = Tables::out_base()[args_.rank];
+    for (int k = begin; k < end; ++k) {
+      const int c = Tables::tile_out()[k];
+      const TransferOp& op = Tables::out_chunks()[base + c];
+      int last = 0;
+      if (tid0) {
+        const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
+        if (prev + 1u == static_cast<unsigned>(op.producers)) {
+          last = 1;
+          atomicExch(args_.chunk_counters + c, 0u);  // ready for the next launch
+          __threadfence_system();                    // acquire the other producers' stores
+        }
+      }
+      if (__syncthreads_or(last)) {
+        if (op.direct == kDirectMove && args_.num_comm_ctas > 0) {
+          MoveChunkAndSignal(args_, op, Tables::segments());
+        }
+        if (tid0) {
+          // A landing guard releases this rank's own word: the peer may now reduce into it.
+          if (op.direct == kLandingGuard) StoreReleaseSys(args_.signals + op.signal, args_.epoch);
+          StoreReleaseSys(args_.chunk_ready + c, args_.epoch);
+        }
+      }
+    }
+  }
+
+  // Operand `operand` (slot) on rank `peer`, for direct stores from an epilogue; nullptr when
+  // the runtime bound no symmetric allocation for it.
+  SYNCOPATE_DEVICE void* remote(int operand, int peer) const {
+    return OperandOn(args_, operand, peer);
+  }
+  template <class T>
+  SYNCOPATE_DEVICE T* remote_as(int operand, int peer) const {
+    return static_cast<T*>(remote(operand, peer));
+  }
+
+  // Outgoing chunks no tile writes are ready from the start; the first compute CTA publishes
+  // them (the copy engine or the comm CTAs may be waiting for chunk_ready).
+  SYNCOPATE_DEVICE void PublishUnproducedChunks() const {
+    if (first() != 0 || FlatThreadIdx() != 0) return;
+    const int begin = Tables::out_base()[args_.rank];
+    const int end = Tables::out_base()[args_.rank + 1];
+    for (int i = begin; i < end; ++i) {
+      if (Tables::out_chunks()[i].producers == 0) {
+        StoreReleaseSys(args_.chunk_ready + (i - begin), args_.epoch);
+      }
+    }
+  }
+
+ private:
+  const FusedLaunchArgs& args_;
+};
+
+}  // namespace syncopate
+
+#endif  // SYNCOPATE_IMPL_SCHEDULE_CUH_

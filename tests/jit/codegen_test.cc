@@ -1,0 +1,167 @@
+// Generated source: byte-for-byte golden files for small cases (regenerate with
+// SYNCOPATE_UPDATE_GOLDEN=1), determinism, and the launch metadata the runtime relies on.
+#include "jit/compiler/codegen.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "jit/compiler/embedded_headers.h"
+#include "tests/jit/test_plans.h"
+
+namespace syncopate::jit {
+namespace {
+
+using testing::AllGatherPlan;
+using testing::ReduceScatterPlan;
+
+void CheckGolden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(SYNCOPATE_GOLDEN_DIR) + "/" + name;
+  const char* update = std::getenv("SYNCOPATE_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    GTEST_SKIP() << "wrote " << path;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path
+                         << "; run with SYNCOPATE_UPDATE_GOLDEN=1 to create it";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  if (expected.str() != actual) {
+    // Point at the first differing line.
+    std::istringstream a(actual), e(expected.str());
+    std::string la, le;
+    int line = 1;
+    while (std::getline(a, la) && std::getline(e, le) && la == le) ++line;
+    FAIL() << name << " differs from the golden file at line " << line << ":\n  golden: " << le
+           << "\n  actual: " << la
+           << "\nIf the change is intended, rerun with SYNCOPATE_UPDATE_GOLDEN=1 and review the diff.";
+  }
+}
+
+TEST(CodegenGoldenTest, AllGatherPushTinyCopy) {
+  const plan::Plan plan = AllGatherPlan("push", 2, 8, 4, 1, plan::DType::kF32);
+  auto k = GenerateFusedKernel(plan, testing::TinyCopySpec(8, 4, 3, "data", ""), testing::kTinyKernel,
+                               {"tiny_copy.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  CheckGolden("allgather_push_tiny_copy.cu", k->source);
+}
+
+TEST(CodegenGoldenTest, ReduceScatterRingTinyCopy) {
+  const plan::Plan plan = ReduceScatterPlan("ring", 3, 12, 4, 1, plan::DType::kF32);
+  auto k = GenerateFusedKernel(plan, testing::TinyCopySpec(12, 4, 4, "", "input"),
+                               testing::kTinyKernel, {"tiny_copy.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  CheckGolden("reducescatter_ring_tiny_copy.cu", k->source);
+}
+
+TEST(CodegenGoldenTest, LocalTinyCopy) {
+  auto k = GenerateLocalKernel(testing::TinyCopySpec(8, 4, 3, "", ""), testing::kTinyKernel,
+                               {"tiny_copy.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  CheckGolden("local_tiny_copy.cu", k->source);
+}
+
+TEST(CodegenTest, Deterministic) {
+  const std::string gemm(*ExampleKernelSource("gemm_mma.cuh"));
+  for (const char* algo : {"ring", "push", "biring"}) {
+    const plan::Plan a = AllGatherPlan(algo, 4, 1000, 64, 3);
+    const plan::Plan b = AllGatherPlan(algo, 4, 1000, 64, 3);  // built independently
+    const KernelSpec spec = GemmSpecForAllGather(1000, 200, 64, plan::DType::kBF16, 64, 64);
+    auto ka = GenerateFusedKernel(a, spec, gemm);
+    auto kb = GenerateFusedKernel(b, spec, gemm);
+    ASSERT_TRUE(ka.ok() && kb.ok());
+    EXPECT_EQ(ka->source, kb->source);
+    EXPECT_EQ(ka->entry_symbol, kb->entry_symbol);
+  }
+  // A different plan or spec gives a different entry symbol.
+  const KernelSpec spec = GemmSpecForAllGather(1000, 200, 64, plan::DType::kBF16, 64, 64);
+  auto ring = GenerateFusedKernel(AllGatherPlan("ring", 4, 1000, 64, 3), spec, gemm);
+  auto push = GenerateFusedKernel(AllGatherPlan("push", 4, 1000, 64, 3), spec, gemm);
+  ASSERT_TRUE(ring.ok() && push.ok());
+  EXPECT_NE(ring->entry_symbol, push->entry_symbol);
+  auto local = GenerateLocalKernel(spec, gemm);
+  ASSERT_TRUE(local.ok());
+  EXPECT_NE(local->entry_symbol, ring->entry_symbol);
+  EXPECT_EQ(local->entry_symbol.rfind("syncopate_local_gemm_mma_", 0), 0u);
+  EXPECT_EQ(ring->entry_symbol.rfind("syncopate_fused_gemm_mma_", 0), 0u);
+}
+
+TEST(CodegenTest, SourceShape) {
+  const plan::Plan plan = AllGatherPlan("ring", 2, 256, 64, 1);
+  const KernelSpec spec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16);
+  auto k = GenerateFusedKernel(plan, spec, "// kernel text\n", {"gemm_mma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string& s = k->source;
+  EXPECT_NE(s.find(plan::PlanHash(plan)), std::string::npos);
+  EXPECT_NE(s.find("#include <syncopate/device.cuh>"), std::string::npos);
+  EXPECT_NE(s.find("#include <cuda_bf16.h>"), std::string::npos);
+  EXPECT_NE(s.find("// kernel text\n"), std::string::npos);
+  EXPECT_NE(s.find("extern \"C\" __global__ void __launch_bounds__(256)\n" + k->entry_symbol +
+                   "(syncopate::FusedLaunchArgs args) {"),
+            std::string::npos);
+  EXPECT_NE(s.find("syncopate_examples::gemm_mma<Schedule, __nv_bfloat16, 128, 128>("),
+            std::string::npos);
+  EXPECT_NE(s.find("static_cast<__nv_bfloat16*>(args.operands[0])  /* A */"), std::string::npos);
+  EXPECT_NE(s.find("static_cast<int>(256)  /* M */"), std::string::npos);
+  // The device headers travel as NVRTC headers.
+  for (const char* h : {"syncopate/device.cuh", "syncopate/launch_abi.h",
+                        "syncopate/impl/schedule.cuh", "syncopate/impl/comm.cuh"}) {
+    EXPECT_EQ(k->headers.count(h), 1u) << h;
+  }
+}
+
+TEST(CodegenTest, MetadataForGemmReduceScatter) {
+  const plan::Plan plan = ReduceScatterPlan("ring", 4, 512, 256, 2);
+  const KernelSpec spec = GemmSpecForReduceScatter(512, 256, 64, plan::DType::kBF16);
+  auto lw = Lower(plan, spec);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  auto k = GenerateFusedKernel(*lw, spec, "");
+  ASSERT_TRUE(k.ok()) << k.status();
+  const LaunchMetadata& md = k->metadata;
+  EXPECT_TRUE(md.fused);
+  EXPECT_EQ(md.block_dim, 256);
+  EXPECT_EQ(md.dynamic_smem_bytes, 61440);
+  EXPECT_EQ(md.tiles_m, 4);
+  EXPECT_EQ(md.tiles_n, 2);
+  EXPECT_EQ(md.num_tiles, 8);
+  EXPECT_EQ(md.world_size, 4);
+  EXPECT_EQ(md.num_plan_signals, lw->plan_signals);
+  EXPECT_EQ(md.num_signals, lw->max_signals);
+  EXPECT_GT(md.num_signals, md.num_plan_signals);  // landing guards follow the plan's signals
+  EXPECT_EQ(md.num_outgoing_chunks, lw->max_outgoing);
+  ASSERT_EQ(md.outgoing_transfers.size(), 4u);
+  ASSERT_EQ(md.landing_guards.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(md.outgoing_transfers[r].size(),
+              lw->ranks[r].outgoing.size() + lw->ranks[r].guards.size());
+    EXPECT_EQ(md.landing_guards[r].size(), lw->ranks[r].guards.size());
+  }
+  EXPECT_GE(md.suggested_comm_ctas, 1);
+  // A, B, C from the spec, then the plan-only "output" slot.
+  ASSERT_EQ(md.operands.size(), 4u);
+  EXPECT_EQ(md.operands[2].buffer, "input");
+  EXPECT_EQ(md.operands[3].name, "output");
+  EXPECT_FALSE(md.operands[3].kernel_param);
+  EXPECT_TRUE(md.operands[3].needs_identity_fill);
+  EXPECT_EQ(md.operands[3].bytes, 128 * 256 * 2);
+  EXPECT_EQ(md.plan_hash, plan::PlanHash(plan));
+}
+
+TEST(CodegenTest, TooManySlotsIsAnError) {
+  KernelSpec spec = testing::TinyCopySpec(12, 4, 4, "", "input");
+  for (int i = 0; i < 7; ++i) {
+    OperandSpec extra;
+    extra.name = "E" + std::to_string(i);
+    extra.dtype = plan::DType::kF32;
+    extra.shape = {4};
+    extra.footprint = {AxisFootprint{}};
+    spec.params.push_back(extra);
+  }
+  auto k = GenerateFusedKernel(ReduceScatterPlan("ring", 3, 12, 4, 1, plan::DType::kF32), spec, "");
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace syncopate::jit

@@ -1,0 +1,161 @@
+// Generated fused and local kernels compile with NVRTC for sm_80 and sm_90 (no GPU needed): the
+// device headers go in as in-memory NVRTC headers, only cuda_bf16.h / cuda_fp16.h come from the
+// toolkit's include directory.
+#include <algorithm>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/embedded_headers.h"
+#include "tests/jit/test_plans.h"
+
+#if SYNCOPATE_HAVE_NVRTC_WRAPPER
+#include "jit/nvrtc/nvrtc_compiler.h"
+#else
+#include <nvrtc.h>
+#endif
+
+namespace syncopate::jit {
+namespace {
+
+using testing::AllGatherPlan;
+using testing::ReduceScatterPlan;
+
+struct Compiled {
+  bool ok = false;
+  std::string binary;
+  std::string log;
+};
+
+Compiled CompileForArch(const GeneratedKernel& k, const std::string& arch) {
+  const std::string cuda_include = SYNCOPATE_CUDA_INCLUDE;
+  Compiled out;
+#if SYNCOPATE_HAVE_NVRTC_WRAPPER
+  nvrtc::CompileOptions options;
+  options.arch = arch;
+  options.want_ptx_fallback = false;
+  options.include_paths = {cuda_include, cuda_include + "/cccl"};
+  options.headers = k.headers;
+  options.extra_options = {"-std=c++17"};
+  options.program_name = "syncopate_generated.cu";
+  auto compiled = nvrtc::Compile(k.source, options);
+  if (!compiled.ok()) {
+    out.log = std::string(compiled.status().message());
+    return out;
+  }
+  out.ok = !compiled->is_ptx;
+  out.binary = compiled->binary;
+  out.log = compiled->log;
+#else
+  std::vector<const char*> names, contents;
+  for (const auto& [name, content] : k.headers) {
+    names.push_back(name.c_str());
+    contents.push_back(content.c_str());
+  }
+  nvrtcProgram prog;
+  if (nvrtcCreateProgram(&prog, k.source.c_str(), "syncopate_generated.cu",
+                         static_cast<int>(names.size()), contents.data(), names.data()) !=
+      NVRTC_SUCCESS) {
+    out.log = "nvrtcCreateProgram failed";
+    return out;
+  }
+  const std::string arch_opt = "--gpu-architecture=" + arch;
+  const std::string inc1 = "-I" + cuda_include;
+  const std::string inc2 = "-I" + cuda_include + "/cccl";
+  const char* opts[] = {arch_opt.c_str(), inc1.c_str(), inc2.c_str(), "-std=c++17"};
+  const nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  out.log.resize(log_size);
+  nvrtcGetProgramLog(prog, out.log.data());
+  if (rc == NVRTC_SUCCESS) {
+    size_t size = 0;
+    nvrtcGetCUBINSize(prog, &size);
+    out.binary.resize(size);
+    nvrtcGetCUBIN(prog, out.binary.data());
+    out.ok = size > 0;
+  }
+  nvrtcDestroyProgram(&prog);
+#endif
+  return out;
+}
+
+void ExpectCompiles(const GeneratedKernel& k, const std::string& arch) {
+  const Compiled c = CompileForArch(k, arch);
+  ASSERT_TRUE(c.ok) << arch << ": " << c.log << "\n--- source head ---\n"
+                    << k.source.substr(0, 3000);
+  // The entry is extern "C": its unmangled name is in the cubin's symbol table.
+  EXPECT_NE(c.binary.find(k.entry_symbol), std::string::npos) << k.entry_symbol;
+}
+
+std::string Example(const std::string& name) {
+  auto src = ExampleKernelSource(name);
+  EXPECT_TRUE(src.ok()) << src.status();
+  return src.ok() ? std::string(*src) : std::string();
+}
+
+class NvrtcCompileTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NvrtcCompileTest, FusedAllGatherGemmBf16) {
+  const plan::Plan plan = AllGatherPlan("ring", 4, 1000, 256, 2);
+  const KernelSpec spec = GemmSpecForAllGather(1000, 384, 256, plan::DType::kBF16);
+  auto k = GenerateFusedKernel(plan, spec, Example("gemm_mma.cuh"), {"gemm_mma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ExpectCompiles(*k, GetParam());
+}
+
+TEST_P(NvrtcCompileTest, FusedGemmReduceScatterF16) {
+  const plan::Plan plan = ReduceScatterPlan("ring", 4, 512, 384, 2, plan::DType::kF16);
+  const KernelSpec spec = GemmSpecForReduceScatter(512, 384, 200, plan::DType::kF16, 128, 64);
+  auto k = GenerateFusedKernel(plan, spec, Example("gemm_mma.cuh"), {"gemm_mma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ExpectCompiles(*k, GetParam());
+}
+
+TEST_P(NvrtcCompileTest, LocalGemmBf16AndF16) {
+  for (plan::DType dtype : {plan::DType::kBF16, plan::DType::kF16}) {
+    const KernelSpec spec = GemmSpecForAllGather(777, 300, 72, dtype, 64, 64);
+    auto k = GenerateLocalKernel(spec, Example("gemm_mma.cuh"), {"gemm_mma.cuh"});
+    ASSERT_TRUE(k.ok()) << k.status();
+    ExpectCompiles(*k, GetParam());
+  }
+}
+
+TEST_P(NvrtcCompileTest, FusedAndLocalRmsNorm) {
+  const plan::Plan plan = AllGatherPlan("push", 2, 64, 96, 3, plan::DType::kF32);
+  const KernelSpec spec = RmsNormSpecForAllGather(64, 96, plan::DType::kF32, 8);
+  auto fused = GenerateFusedKernel(plan, spec, Example("rowwise.cuh"), {"rowwise.cuh"});
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ExpectCompiles(*fused, GetParam());
+  auto local = GenerateLocalKernel(spec, Example("rowwise.cuh"), {"rowwise.cuh"});
+  ASSERT_TRUE(local.ok()) << local.status();
+  ExpectCompiles(*local, GetParam());
+}
+
+TEST_P(NvrtcCompileTest, FusedReduceScatterDirectF32Reductions) {
+  // f32 reduce transfers exercise the atomic reduction paths of the comm CTAs.
+  const plan::Plan plan = ReduceScatterPlan("direct", 3, 48, 32, 2, plan::DType::kF32);
+  const KernelSpec spec = testing::TinyCopySpec(48, 32, 16, "", "input");
+  auto k = GenerateFusedKernel(plan, spec, testing::kTinyKernel, {"tiny_copy.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ExpectCompiles(*k, GetParam());
+}
+
+TEST(NvrtcCompileErrors, CompileErrorPointsIntoKernelFile) {
+  const KernelSpec spec = testing::TinyCopySpec(32, 8, 8, "", "");
+  const std::string broken = std::string(testing::kTinyKernel) + "this is not C++;\n";
+  auto k = GenerateLocalKernel(spec, broken, {"tiny_copy.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const Compiled c = CompileForArch(*k, "sm_90");
+  EXPECT_FALSE(c.ok);
+  // #line directives map the error back to the kernel's own file and line.
+  const std::string tiny = testing::kTinyKernel;
+  const size_t bad_line = std::count(tiny.begin(), tiny.end(), '\n') + 1;
+  EXPECT_NE(c.log.find("tiny_copy.cuh(" + std::to_string(bad_line) + ")"), std::string::npos)
+      << c.log;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, NvrtcCompileTest, ::testing::Values("sm_80", "sm_90"));
+
+}  // namespace
+}  // namespace syncopate::jit

@@ -1,0 +1,84 @@
+// Plans and specs shared by the overlap-compiler tests: template plans for AllGather + GEMM and
+// GEMM + ReduceScatter, and a tiny hand-made kernel source for golden files.
+#pragma once
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "jit/compiler/kernel_spec.h"
+#include "runtime/plan/plan.h"
+#include "runtime/plan/templates.h"
+
+namespace syncopate::jit::testing {
+
+inline plan::Plan AllGatherPlan(const std::string& algo, int world, int64_t m, int64_t k,
+                                int chunks, plan::DType dtype = plan::DType::kBF16) {
+  plan::TemplateParams p;
+  p.world_size = world;
+  p.shape = {m, k};
+  p.dtype = dtype;
+  p.axis = 0;
+  p.chunks_per_shard = chunks;
+  auto plan = plan::BuildTemplate("allgather." + algo, p);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : plan::Plan{};
+}
+
+inline plan::Plan ReduceScatterPlan(const std::string& algo, int world, int64_t m, int64_t n,
+                                    int chunks, plan::DType dtype = plan::DType::kBF16) {
+  plan::TemplateParams p;
+  p.world_size = world;
+  p.shape = {m, n};
+  p.dtype = dtype;
+  p.axis = 0;
+  p.chunks_per_shard = chunks;
+  p.op = plan::ReduceOp::kSum;
+  auto plan = plan::BuildTemplate("reducescatter." + algo, p);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : plan::Plan{};
+}
+
+// A minimal local kernel for golden files: copies its consumed operand's tile into its output.
+inline constexpr char kTinyKernel[] = R"(// tiny_copy.cuh: Y[tile rows] = X[tile rows].
+template <class Schedule, class T, int ROWS>
+__device__ void tiny_copy(Schedule& s, const T* X, T* Y, int rows, int cols) {
+  for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+    const syncopate::Tile t = s.tile(i);
+    if (!s.wait(t)) return;
+    for (int e = threadIdx.x; e < ROWS * cols; e += blockDim.x) {
+      const int r = t.m * ROWS + e / cols;
+      if (r < rows) Y[r * cols + e % cols] = X[r * cols + e % cols];
+    }
+    s.done(t);
+  }
+}
+)";
+
+inline KernelSpec TinyCopySpec(int64_t rows, int64_t cols, int64_t tile_rows,
+                               const std::string& in_buffer, const std::string& out_buffer) {
+  KernelSpec s;
+  s.name = "tiny_copy";
+  s.entry = "tiny_copy";
+  s.template_args = {"float", std::to_string(tile_rows)};
+  s.problem_m = rows;
+  s.problem_n = 1;
+  s.tile_m = tile_rows;
+  s.tile_n = 1;
+  s.block_threads = 128;
+  OperandSpec x;
+  x.name = "X";
+  x.dtype = plan::DType::kF32;
+  x.role = in_buffer.empty() ? OperandRole::kLocal : OperandRole::kConsumed;
+  x.buffer = in_buffer;
+  x.shape = {rows, cols};
+  x.footprint = {AxisFootprint{AffineExpr{tile_rows, 0, 0}, tile_rows}, AxisFootprint{}};
+  OperandSpec y = x;
+  y.name = "Y";
+  y.role = out_buffer.empty() ? OperandRole::kLocal : OperandRole::kProduced;
+  y.buffer = out_buffer;
+  s.params = {x, y, ScalarSpec{"rows", ScalarType::kI32, std::to_string(rows)},
+              ScalarSpec{"cols", ScalarType::kI32, std::to_string(cols)}};
+  return s;
+}
+
+}  // namespace syncopate::jit::testing
