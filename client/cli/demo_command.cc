@@ -1,0 +1,168 @@
+// `syncopate demo`: the main job, on an embedded default (no daemon). For an AllGather+GEMM over
+// 4 ranks it builds the chunk plan, validates it, simulates it on host buffers, shows its
+// timeline, lowers it against the GEMM's kernel spec (which tiles wait for which chunks),
+// compiles the fused and the local kernel through NVRTC and the kernel cache, and compiles again
+// to show the cache hit. Exit 1 when any step fails.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "client/cli/command.h"
+#include "client/cli/flag_parser.h"
+#include "client/cli/plan_flags.h"
+#include "client/cli/workload_flags.h"
+#include "jit/build/kernel_build.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/lowering.h"
+#include "runtime/plan/simulate.h"
+#include "runtime/plan/timeline.h"
+#include "runtime/plan/validate.h"
+
+namespace syncopate::cli {
+namespace {
+
+struct Options {
+  PlanSourceOptions source;
+  WorkloadOptions workload;
+  std::string arch = "sm_90";
+  std::string cache_dir;
+  bool quiet_timeline = false;
+  bool help = false;
+};
+
+int Fail(const std::string& step, absl::string_view message) {
+  std::fprintf(stderr, "syncopate demo: %s failed: %s\n", step.c_str(),
+               absl::StrReplaceAll(message, {{"\n", "; "}}).c_str());
+  return kExitFailed;
+}
+
+const char* CacheWord(cache::KernelCache::Source source) {
+  switch (source) {
+    case cache::KernelCache::Source::kMemory: return "memory hit";
+    case cache::KernelCache::Source::kDisk: return "disk hit";
+    case cache::KernelCache::Source::kCompiled: return "miss, compiled";
+  }
+  return "?";
+}
+
+// How many tiles of rank 0 wait for each number of chunks, and in how many waves they run.
+void PrintLoweringSummary(const jit::LoweredSchedule& lowered) {
+  const jit::RankSchedule& rank0 = lowered.ranks.front();
+  std::map<size_t, int> tiles_by_wait_count;
+  std::map<int, int> tiles_by_wave;
+  for (size_t tile = 0; tile < rank0.waits.size(); ++tile) {
+    ++tiles_by_wait_count[rank0.waits[tile].size()];
+    ++tiles_by_wave[rank0.tile_wave[tile]];
+  }
+  std::printf("  rank 0: %zu tiles;", rank0.waits.size());
+  for (const auto& [waits, tiles] : tiles_by_wait_count) {
+    std::printf(" %d wait for %zu chunk%s;", tiles, waits, waits == 1 ? "" : "s");
+  }
+  std::printf("\n  rank 0 waves (estimated arrival step: tiles):");
+  for (const auto& [wave, tiles] : tiles_by_wave) std::printf(" %d:%d", wave, tiles);
+  std::printf("\n  rank 0 outgoing chunks: %zu, landing guards: %zu\n", rank0.outgoing.size(),
+              rank0.guards.size());
+}
+
+int RunDemo(const std::vector<std::string>& args) {
+  Options o;
+  o.source.world = 4;
+  o.source.chunks = 2;
+  o.workload.m = 2048;
+  o.workload.n = 2048;
+  o.workload.k = 1024;
+  FlagParser flags("syncopate demo");
+  AddPlanSourceFlags(flags, &o.source);
+  AddWorkloadFlags(flags, &o.workload);
+  flags.AddString("arch", &o.arch, "NVRTC target for the fused kernel");
+  flags.AddString("cache-dir", &o.cache_dir, "kernel cache directory");
+  flags.AddBool("quiet-timeline", &o.quiet_timeline, "skip printing the plan timeline");
+  flags.AddBool("help", &o.help, "print this help");
+  if (absl::Status s = flags.Parse(args, nullptr); !s.ok()) {
+    std::fprintf(stderr, "syncopate demo: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  if (o.help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (absl::Status s = CheckPlanSourceFlags(flags, o.source, /*allow_none=*/true); !s.ok()) {
+    std::fprintf(stderr, "syncopate demo: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  auto dtype = plan::ParseDType(o.source.dtype);
+  if (!dtype.ok()) return Fail("--dtype", dtype.status().message());
+  auto workload = WorkloadFromFlags(o.workload, *dtype);
+  if (!workload.ok()) return Fail("workload", workload.status().message());
+  if (o.source.template_name.empty() && o.source.file.empty()) {
+    o.source.template_name = workload->default_template;
+  }
+
+  std::printf("== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
+              o.source.template_name.empty() ? o.source.file.c_str()
+                                             : o.source.template_name.c_str(),
+              workload->spec.name.c_str(), static_cast<long long>(o.workload.m),
+              static_cast<long long>(o.workload.n), static_cast<long long>(o.workload.k),
+              o.source.dtype.c_str(), o.source.world);
+  auto plan = PlanFromFlags(o.source, workload->default_shape);
+  if (!plan.ok()) return Fail("building the plan", plan.status().message());
+  std::printf("  %s: %d transfers, hash %.16s\n", plan->name.c_str(), plan->NumTransfers(),
+              plan::PlanHash(*plan).c_str());
+
+  std::printf("== 2. validation\n");
+  if (absl::Status s = plan::ValidatePlan(*plan); !s.ok()) return Fail("validation", s.message());
+  std::printf("  OK: postcondition holds, no races, dependencies form a DAG\n");
+
+  std::printf("== 3. simulation (one thread per rank, random delays)\n");
+  plan::SimulationOptions sim;
+  auto report = plan::SimulatePlan(*plan, sim);
+  if (!report.ok()) return Fail("simulation", report.status().message());
+  std::printf("  %s\n", report->Summary().c_str());
+
+  if (!o.quiet_timeline) {
+    std::printf("== 4. timeline\n%s", plan::RenderTimeline(*plan).c_str());
+  }
+
+  std::printf("== 5. lowering against the kernel spec (%s)\n", workload->kernel_name.c_str());
+  if (absl::Status s = jit::CheckSpecAgainstPlan(workload->spec, *plan); !s.ok()) {
+    return Fail("spec check", s.message());
+  }
+  auto lowered = jit::Lower(*plan, workload->spec);
+  if (!lowered.ok()) return Fail("lowering", lowered.status().message());
+  PrintLoweringSummary(*lowered);
+
+  std::printf("== 6. fused and local kernels through NVRTC (%s) and the kernel cache\n",
+              o.arch.c_str());
+  cache::KernelCache::Options cache_options;
+  cache_options.dir = o.cache_dir;
+  auto kernel_cache = cache::KernelCache::Open(cache_options);
+  if (!kernel_cache.ok()) return Fail("opening the kernel cache", kernel_cache.status().message());
+  jit::BuildOptions build;
+  build.arch = o.arch;
+  build.cache = kernel_cache->get();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto fused = jit::BuildFusedKernel(*plan, workload->spec, workload->kernel_source, build);
+    if (!fused.ok()) return Fail("compiling the fused kernel", fused.status().message());
+    auto local = jit::BuildLocalKernel(workload->spec, workload->kernel_source, build);
+    if (!local.ok()) return Fail("compiling the local kernel", local.status().message());
+    std::printf("  fused %s: %zu-byte %s in %.1f ms (%s)\n", fused->generated.entry_symbol.c_str(),
+                fused->compiled->binary.size(), fused->compiled->is_ptx ? "PTX" : "cubin",
+                fused->elapsed_ms, CacheWord(fused->source));
+    std::printf("  local %s: %zu-byte %s in %.1f ms (%s)\n", local->generated.entry_symbol.c_str(),
+                local->compiled->binary.size(), local->compiled->is_ptx ? "PTX" : "cubin",
+                local->elapsed_ms, CacheWord(local->source));
+  }
+  std::printf("== done. Running the fused kernel on GPUs: see README (\"On a GPU\").\n");
+  return kExitOk;
+}
+
+const SubcommandRegistration kRegistration(
+    "demo", "the main job: plan, validate, simulate and compile an AllGather+GEMM for 4 ranks",
+    RunDemo);
+
+}  // namespace
+}  // namespace syncopate::cli

@@ -1,0 +1,102 @@
+#include "jit/build/kernel_build.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/validate.h"
+
+namespace syncopate::jit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
+                                      const BuildOptions& options) {
+  nvrtc::CompileOptions nvrtc_options;
+  nvrtc_options.arch = options.arch;
+  nvrtc_options.headers = generated.headers;
+  nvrtc_options.include_paths = {CudaIncludeDir()};
+  nvrtc_options.extra_options = options.extra_options;
+  nvrtc_options.program_name = absl::StrCat(generated.entry_symbol, ".cu");
+  nvrtc_options.deadline = options.deadline;
+  return nvrtc_options;
+}
+
+}  // namespace
+
+std::string CudaIncludeDir() {
+  if (const char* dir = std::getenv("SYNCOPATE_CUDA_INCLUDE"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
+    return absl::StrCat(home, "/include");
+  }
+  return "/usr/local/cuda/include";
+}
+
+cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
+                                      const BuildOptions& options) {
+  cache::CacheKeyParts parts;
+  parts.source = generated.source;
+  parts.headers = generated.headers;
+  parts.nvrtc_version = nvrtc::NvrtcVersion();
+  parts.options = options.extra_options;
+  // Toolkit headers (cuda_bf16.h) come from this directory; their content follows the NVRTC
+  // version, which is already a key part, so the path stands in for them.
+  parts.options.push_back(absl::StrCat("--include-path=", CudaIncludeDir()));
+  parts.arch = options.arch;
+  parts.plan_hash = std::string(plan_hash);
+  return parts;
+}
+
+absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
+                                                 std::string_view plan_hash,
+                                                 const BuildOptions& options) {
+  const Clock::time_point start = Clock::now();
+  BuiltKernel built;
+  const cache::CacheKey key = cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
+  built.cache_key = key.hex();
+  const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
+  auto compile = [&]() { return nvrtc::Compile(generated.source, nvrtc_options); };
+  if (options.cache != nullptr) {
+    ASSIGN_OR_RETURN(cache::KernelCache::Result result, options.cache->GetOrCompile(key, compile));
+    built.compiled = std::move(result.kernel);
+    built.source = result.source;
+  } else {
+    ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, compile());
+    built.compiled = std::make_shared<const nvrtc::CompiledKernel>(std::move(compiled));
+  }
+  built.generated = std::move(generated);
+  built.elapsed_ms = MillisecondsSince(start);
+  return built;
+}
+
+absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
+                                             std::string_view kernel_source,
+                                             const BuildOptions& options) {
+  const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(plan::ValidatePlan(plan));
+  RETURN_IF_ERROR(CheckSpecAgainstPlan(spec, plan));
+  ASSIGN_OR_RETURN(GeneratedKernel generated, GenerateFusedKernel(plan, spec, kernel_source));
+  ASSIGN_OR_RETURN(BuiltKernel built,
+                   BuildGeneratedKernel(std::move(generated), plan::PlanHash(plan), options));
+  built.elapsed_ms = MillisecondsSince(start);
+  return built;
+}
+
+absl::StatusOr<BuiltKernel> BuildLocalKernel(const KernelSpec& spec, std::string_view kernel_source,
+                                             const BuildOptions& options) {
+  const Clock::time_point start = Clock::now();
+  ASSIGN_OR_RETURN(GeneratedKernel generated, GenerateLocalKernel(spec, kernel_source));
+  ASSIGN_OR_RETURN(BuiltKernel built, BuildGeneratedKernel(std::move(generated), "", options));
+  built.elapsed_ms = MillisecondsSince(start);
+  return built;
+}
+
+}  // namespace syncopate::jit

@@ -1,0 +1,61 @@
+// One path from (plan, kernel spec, local kernel source) to a compiled cubin: validate, check the
+// spec against the plan, generate the fused (or local) source, derive the cache key, and compile
+// through the kernel cache with NVRTC. The CLI, the runtime and the daemon all build kernels
+// here, so a kernel compiled by any of them is a cache hit for the others.
+// Thread-safe when the cache is (KernelCache is); the functions keep no state of their own.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/kernel_spec.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
+#include "runtime/plan/plan.h"
+
+namespace syncopate::jit {
+
+struct BuildOptions {
+  std::string arch = "sm_90";  // exact target; see nvrtc::CompileOptions for PTX fallback
+  std::vector<std::string> extra_options = {"-std=c++17"};
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  cache::KernelCache* cache = nullptr;  // nullptr: compile every time
+};
+
+struct BuiltKernel {
+  GeneratedKernel generated;  // source, entry symbol, launch metadata
+  std::shared_ptr<const nvrtc::CompiledKernel> compiled;
+  std::string cache_key;  // hex; also computed when no cache is used
+  cache::KernelCache::Source source = cache::KernelCache::Source::kCompiled;
+  double elapsed_ms = 0;  // generation + cache lookup / compile, as seen by this call
+};
+
+// Directory holding cuda_bf16.h etc. for NVRTC: $SYNCOPATE_CUDA_INCLUDE, else
+// $CUDA_HOME/include, else /usr/local/cuda/include.
+std::string CudaIncludeDir();
+
+// The cache key parts of a generated kernel compiled with `options` (for `cache key --explain`).
+cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
+                                      const BuildOptions& options);
+
+// Validates `plan`, checks `spec` against it, generates and compiles the fused kernel.
+absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
+                                             std::string_view kernel_source,
+                                             const BuildOptions& options);
+
+// The identity-schedule variant of the same kernel (the local baseline).
+absl::StatusOr<BuiltKernel> BuildLocalKernel(const KernelSpec& spec, std::string_view kernel_source,
+                                             const BuildOptions& options);
+
+// Compiles already generated source (what the two above end with).
+absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
+                                                 std::string_view plan_hash,
+                                                 const BuildOptions& options);
+
+}  // namespace syncopate::jit

@@ -1,0 +1,371 @@
+// ucx_chunk_bench: chunk bandwidth and latency of UcxTransport (put + ordered signal) against
+// ucx_perftest (ucp_put_bw / ucp_put_lat, same transport, same sizes, run as subprocesses in the
+// same run), over UCX tcp and shared memory, plus the staged device path's overlap (time per
+// chunk vs its slowest stage, with host memcpy standing in for the device copies).
+//
+// Two processes: this one (rank 0, the driver) and itself re-executed as rank 1 (--role=target),
+// joined through an in-process TCP bootstrap hub. Prints one table with ratios.
+//
+// Usage: ucx_chunk_bench [--quick] [--perftest=/usr/bin/ucx_perftest]
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ucx/backoff.h"
+#include "runtime/ucx/staged_channel.h"
+#include "runtime/ucx/tcp_bootstrap.h"
+#include "runtime/ucx/transport.h"
+
+namespace syncopate::ucx {
+namespace {
+
+constexpr size_t kMaxChunk = size_t{16} << 20;
+constexpr int kWindow = 8;  // chunks in flight in the bandwidth test
+
+struct Config {
+  std::string tls;
+  bool fence = false;
+  bool quick = false;
+};
+
+std::vector<size_t> BwSizes(bool quick) {
+  if (quick) return {size_t{64} << 10, size_t{1} << 20, size_t{4} << 20};
+  return {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20, size_t{4} << 20,
+          size_t{16} << 20};
+}
+std::vector<size_t> LatSizes() { return {8, 4096, size_t{64} << 10, size_t{1} << 20}; }
+int BwIters(size_t size, bool quick) {
+  const size_t total = (quick ? size_t{64} : size_t{256}) << 20;
+  return static_cast<int>(std::clamp<size_t>(total / size, 16, 2000));
+}
+int LatIters(size_t size) { return size >= (size_t{1} << 20) ? 50 : 300; }
+
+TransportOptions Options(const Config& c, int rank) {
+  TransportOptions o;
+  o.name = absl::StrCat("bench", rank);
+  o.ucx_config = {{"TLS", c.tls}};
+  if (c.tls == "shm") o.error_handling = ErrorHandling::kNone;  // see ErrorHandling
+  o.ordering = c.fence ? SignalOrdering::kFence : SignalOrdering::kFlush;
+  return o;
+}
+
+uint64_t Load(UcxTransport& t, int region, int index) {
+  return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(t.region_address(region))[index])
+      .load(std::memory_order_acquire);
+}
+
+absl::Status WaitLocal(UcxTransport& t, int region, int index, uint64_t at_least) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  Backoff b;
+  while (Load(t, region, index) < at_least) {
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("bench: signal never came");
+    b.Pause();
+  }
+  return absl::OkStatus();
+}
+
+struct Result {
+  std::map<size_t, double> bw_mbps;   // MB/s (1e6 bytes)
+  std::map<size_t, double> lat_us;    // one-way
+};
+
+// Both ranks run this; rank 0 measures.
+absl::StatusOr<Result> RunRank(int rank, const std::string& hub, const Config& cfg) {
+  ASSIGN_OR_RETURN(auto t, UcxTransport::Create(Options(cfg, rank)));
+  ASSIGN_OR_RETURN(int data, t->AllocateMemory("data", kMaxChunk));
+  ASSIGN_OR_RETURN(int sig, t->AllocateMemory("signals", 4096));
+  ASSIGN_OR_RETURN(auto boot, TcpBootstrap::Connect(hub, rank, 2, absl::Now() + absl::Seconds(30)));
+  RETURN_IF_ERROR(t->Connect(*boot, absl::Now() + absl::Seconds(30)));
+  const absl::Time far = absl::InfiniteFuture();
+  Result res;
+  uint64_t seq = 0;
+  // Bandwidth: rank 0 streams chunks (put + signal each), kWindow in flight.
+  for (size_t size : BwSizes(cfg.quick)) {
+    RETURN_IF_ERROR(boot->Barrier(absl::Now() + absl::Seconds(60)));
+    if (rank == 0) {
+      const int iters = BwIters(size, cfg.quick);
+      std::vector<Completion> window(kWindow);
+      absl::Time start;
+      for (int i = -kWindow; i < iters; ++i) {  // the first kWindow chunks warm up
+        if (i == 0) {
+          for (auto& c : window) {
+            if (c.state()) RETURN_IF_ERROR(t->Wait(c, far, "bw warmup"));
+          }
+          start = absl::Now();
+        }
+        Completion& slot = window[(i + kWindow) % kWindow];
+        if (slot.state()) RETURN_IF_ERROR(t->Wait(slot, far, "bw"));
+        slot = t->PutWithSignal(1, data, data, {{0, 0, size}},
+                                {sig, uint64_t((i + kWindow) % kWindow) * 8}, ++seq);
+      }
+      for (auto& c : window) RETURN_IF_ERROR(t->Wait(c, far, "bw"));
+      RETURN_IF_ERROR(t->Wait(t->Flush(1), far, "bw flush"));
+      const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+      res.bw_mbps[size] = static_cast<double>(size) * iters / secs / 1e6;
+    }
+  }
+  // Latency: ping-pong of chunk + signal; half the round trip.
+  uint64_t ping = 0;
+  for (size_t size : LatSizes()) {
+    RETURN_IF_ERROR(boot->Barrier(absl::Now() + absl::Seconds(60)));
+    const int iters = LatIters(size);
+    absl::Time start;
+    for (int i = -10; i < iters; ++i) {
+      if (i == 0) start = absl::Now();
+      ++ping;
+      if (rank == 0) {
+        RETURN_IF_ERROR(t->Wait(t->PutWithSignal(1, data, data, {{0, 0, size}}, {sig, 512}, ping),
+                                far, "ping"));
+        RETURN_IF_ERROR(WaitLocal(*t, sig, 65, ping));
+      } else {
+        RETURN_IF_ERROR(WaitLocal(*t, sig, 64, ping));
+        RETURN_IF_ERROR(t->Wait(t->PutWithSignal(0, data, data, {{0, 0, size}}, {sig, 520}, ping),
+                                far, "pong"));
+      }
+    }
+    if (rank == 0) {
+      res.lat_us[size] = absl::ToDoubleMicroseconds(absl::Now() - start) / iters / 2;
+    }
+  }
+  RETURN_IF_ERROR(boot->Barrier(absl::Now() + absl::Seconds(60)));
+  RETURN_IF_ERROR(t->Shutdown());
+  return res;
+}
+
+// ---- ucx_perftest ----
+
+// Runs a perftest client against a fresh server; returns the "Final:" line's overall bandwidth
+// (MB/s, 2^20 bytes) and average latency (usec).
+struct PerfResult {
+  double bw_mib = 0;
+  double lat_us = 0;
+};
+std::optional<PerfResult> RunPerftest(const std::string& perftest, const std::string& tls,
+                                      const std::string& test, size_t size, int iters,
+                                      int port) {
+  std::string env = absl::StrCat("UCX_TLS=", tls);
+  std::string server = absl::StrCat(env, " timeout 60 ", perftest, " -p ", port,
+                                     " >/dev/null 2>&1 &");
+  std::string client = absl::StrCat(env, " timeout 60 ", perftest, " 127.0.0.1 -p ", port,
+                                     " -t ", test, " -s ", size, " -n ", iters, " 2>&1");
+  if (std::system(server.c_str()) != 0) return std::nullopt;
+  absl::SleepFor(absl::Milliseconds(300));
+  FILE* p = popen(client.c_str(), "r");
+  if (p == nullptr) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  pclose(p);
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (!absl::StartsWith(line, "Final:")) continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    // Final: iters p50 lat_avg lat_overall bw_avg bw_overall mr_avg mr_overall
+    PerfResult r;
+    if (f.size() >= 9 && absl::SimpleAtod(f[4], &r.lat_us) && absl::SimpleAtod(f[6], &r.bw_mib)) {
+      return r;
+    }
+  }
+  std::fprintf(stderr, "ucx_perftest %s %s -s %zu: no result:\n%s\n", tls.c_str(), test.c_str(),
+               size, out.c_str());
+  return std::nullopt;
+}
+
+// ---- Staged overlap ----
+
+struct OverlapResult {
+  double d2h_us, net_us, h2d_us, pipelined_us;
+};
+
+absl::StatusOr<OverlapResult> RunOverlap(const Config& cfg, size_t chunk, int chunks,
+                                         int slots) {
+  ASSIGN_OR_RETURN(auto hub, TcpBootstrapHub::Start(2));
+  std::vector<char> device_src(chunk * chunks, 7), device_dst(chunk * chunks, 0);
+  auto memcpy_fn = [](void* d, const void* s, size_t n) {
+    std::memcpy(d, s, n);
+    return absl::OkStatus();
+  };
+  std::unique_ptr<UcxTransport> t[2];
+  std::unique_ptr<StagedChannel> ch[2];
+  int net_region = -1, net_sig = -1;
+  for (int r = 0; r < 2; ++r) {
+    ASSIGN_OR_RETURN(t[r], UcxTransport::Create(Options(cfg, r)));
+    StagingOptions o;
+    o.slots = slots;
+    o.slot_bytes = chunk;
+    o.device_to_host = memcpy_fn;
+    o.host_to_device = memcpy_fn;
+    ASSIGN_OR_RETURN(ch[r], StagedChannel::Create(t[r].get(), "overlap", 1 - r, r == 0, o));
+    ASSIGN_OR_RETURN(net_region, t[r]->AllocateMemory("net", chunk * slots));
+    ASSIGN_OR_RETURN(net_sig, t[r]->AllocateMemory("net_sig", 8 * slots));
+  }
+  absl::Status cs[2];
+  std::thread th([&] {
+    auto b = TcpBootstrap::Connect(hub->address(), 1, 2, absl::Now() + absl::Seconds(30));
+    cs[1] = b.ok() ? t[1]->Connect(**b, absl::Now() + absl::Seconds(30)) : b.status();
+  });
+  {
+    auto b = TcpBootstrap::Connect(hub->address(), 0, 2, absl::Now() + absl::Seconds(30));
+    cs[0] = b.ok() ? t[0]->Connect(**b, absl::Now() + absl::Seconds(30)) : b.status();
+  }
+  th.join();
+  RETURN_IF_ERROR(cs[0]);
+  RETURN_IF_ERROR(cs[1]);
+  // Network stage alone: the same chunks, host slot to host slot, `slots` in flight.
+  const absl::Time far = absl::InfiniteFuture();
+  std::vector<Completion> window(slots);
+  absl::Time n0 = absl::Now();
+  for (int i = 0; i < chunks; ++i) {
+    Completion& c = window[i % slots];
+    if (c.state()) RETURN_IF_ERROR(t[0]->Wait(c, far, "net"));
+    uint64_t off = uint64_t(i % slots) * chunk;
+    c = t[0]->PutWithSignal(1, net_region, net_region, {{off, off, chunk}},
+                            {net_sig, uint64_t(i % slots) * 8}, i + 1);
+  }
+  for (auto& c : window) {
+    if (c.state()) RETURN_IF_ERROR(t[0]->Wait(c, far, "net"));
+  }
+  const double net_us = absl::ToDoubleMicroseconds(absl::Now() - n0) / chunks;
+  // Pipelined staged path.
+  std::vector<StagedChunk> send, recv;
+  for (int i = 0; i < chunks; ++i) {
+    send.push_back({device_src.data() + i * chunk, chunk});
+    recv.push_back({device_dst.data() + i * chunk, chunk});
+  }
+  absl::Status rs;
+  absl::Time p0 = absl::Now();
+  std::thread receiver([&] { rs = ch[1]->Receive(recv, nullptr); });
+  absl::Status ss = ch[0]->Send(send);
+  receiver.join();
+  const double pipelined_us = absl::ToDoubleMicroseconds(absl::Now() - p0) / chunks;
+  RETURN_IF_ERROR(ss);
+  RETURN_IF_ERROR(rs);
+  if (device_dst != device_src) return absl::DataLossError("staged overlap: data mismatch");
+  OverlapResult r;
+  r.d2h_us = absl::ToDoubleMicroseconds(ch[0]->last_times().copy) / chunks;
+  r.h2d_us = absl::ToDoubleMicroseconds(ch[1]->last_times().copy) / chunks;
+  r.net_us = net_us;
+  r.pipelined_us = pipelined_us;
+  return r;
+}
+
+std::string Size(size_t s) {
+  if (s >= (size_t{1} << 20)) return absl::StrCat(s >> 20, "M");
+  if (s >= 1024) return absl::StrCat(s >> 10, "K");
+  return absl::StrCat(s);
+}
+
+int Driver(const char* self, bool quick, const std::string& perftest) {
+  char load[128] = {};
+  if (FILE* f = fopen("/proc/loadavg", "r")) {
+    if (fgets(load, sizeof load, f) == nullptr) load[0] = 0;
+    fclose(f);
+  }
+  std::printf("# ucx_chunk_bench: %ld cores online, loadavg %s", sysconf(_SC_NPROCESSORS_ONLN),
+              load);
+  std::printf("# chunk = PutWithSignal (data put, then flush|fence, then 8-byte signal put); "
+              "window %d for bandwidth\n", kWindow);
+  std::printf("# perftest = ucx_perftest ucp_put_bw (overall MB/s) / ucp_put_lat (avg usec)\n");
+  int port = 20000 + getpid() % 20000;
+  for (std::string tls : {"tcp", "shm"}) {
+    std::map<size_t, PerfResult> bw_ref, lat_ref;
+    for (size_t s : BwSizes(quick)) {
+      if (auto r = RunPerftest(perftest, tls, "ucp_put_bw", s, BwIters(s, quick), port++)) {
+        bw_ref[s] = *r;
+      }
+    }
+    for (size_t s : LatSizes()) {
+      if (auto r = RunPerftest(perftest, tls, "ucp_put_lat", s, LatIters(s), port++)) {
+        lat_ref[s] = *r;
+      }
+    }
+    for (bool fence : {false, true}) {
+      Config cfg{tls, fence, quick};
+      auto hub = TcpBootstrapHub::Start(2);
+      if (!hub.ok()) return 1;
+      pid_t pid = fork();
+      if (pid == 0) {
+        std::string h = "--hub=" + (*hub)->address(), t = "--tls=" + tls;
+        execl(self, self, "--role=target", h.c_str(), t.c_str(), fence ? "--fence" : "--flush",
+              quick ? "--quick" : "--full", nullptr);
+        _exit(127);
+      }
+      absl::StatusOr<Result> res = RunRank(0, (*hub)->address(), cfg);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!res.ok()) {
+        std::printf("%s %s: %s\n", tls.c_str(), fence ? "fence" : "flush",
+                    res.status().ToString().c_str());
+        continue;
+      }
+      std::printf("\n## UCX_TLS=%s, signal ordering %s%s\n", tls.c_str(),
+                  fence ? "fence" : "flush",
+                  tls == "shm" ? " (error handling NONE: 1.13 shm lacks PEER support)" : "");
+      std::printf("%-6s %12s %14s %8s\n", "size", "chunk MB/s", "perftest MB/s", "ratio");
+      for (auto& [s, mbps] : res->bw_mbps) {
+        double ref = bw_ref.count(s) ? bw_ref[s].bw_mib * 1.048576 : 0;  // MiB/s -> MB/s
+        std::printf("%-6s %12.1f %14.1f %8.2f\n", Size(s).c_str(), mbps, ref,
+                    ref > 0 ? mbps / ref : 0.0);
+      }
+      std::printf("%-6s %12s %14s %8s\n", "size", "chunk us", "perftest us", "ratio");
+      for (auto& [s, us] : res->lat_us) {
+        double ref = lat_ref.count(s) ? lat_ref[s].lat_us : 0;
+        std::printf("%-6s %12.2f %14.2f %8.2f\n", Size(s).c_str(), us, ref,
+                    ref > 0 ? us / ref : 0.0);
+      }
+    }
+    Config cfg{tls, false, quick};
+    const size_t chunk = size_t{1} << 20;
+    absl::StatusOr<OverlapResult> ov = RunOverlap(cfg, chunk, quick ? 32 : 96, 4);
+    if (!ov.ok()) {
+      std::printf("overlap %s: %s\n", tls.c_str(), ov.status().ToString().c_str());
+      continue;
+    }
+    const double slowest = std::max({ov->d2h_us, ov->net_us, ov->h2d_us});
+    const double sum = ov->d2h_us + ov->net_us + ov->h2d_us;
+    std::printf("\n## staged path over %s, 1M chunks, 4 slots, memcpy as device copies\n",
+                tls.c_str());
+    std::printf("d2h %.1f us | net %.1f us | h2d %.1f us | pipelined %.1f us/chunk | "
+                "slowest/pipelined %.2f | sum/pipelined %.2f\n",
+                ov->d2h_us, ov->net_us, ov->h2d_us, ov->pipelined_us, slowest / ov->pipelined_us,
+                sum / ov->pipelined_us);
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    size_t eq = a.find('=');
+    kv[a.substr(0, eq)] = eq == std::string::npos ? "" : a.substr(eq + 1);
+  }
+  const bool quick = kv.count("--quick") > 0;
+  if (kv["--role"] == "target") {
+    Config cfg{kv["--tls"], kv.count("--fence") > 0, quick};
+    absl::StatusOr<Result> r = RunRank(1, kv["--hub"], cfg);
+    if (!r.ok()) std::fprintf(stderr, "target: %s\n", r.status().ToString().c_str());
+    return r.ok() ? 0 : 1;
+  }
+  std::string perftest = kv.count("--perftest") ? kv["--perftest"] : "ucx_perftest";
+  return Driver("/proc/self/exe", quick, perftest);
+}
+
+}  // namespace
+}  // namespace syncopate::ucx
+
+int main(int argc, char** argv) { return syncopate::ucx::Main(argc, argv); }

@@ -1,0 +1,473 @@
+// PlanExecutor: see plan_executor.h.
+#include "runtime/ucx/plan_executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ucx/backoff.h"
+#include "runtime/ucx/host_reduce.h"
+
+namespace syncopate::ucx {
+namespace {
+
+constexpr uint64_t kSlotAlign = 64;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+NodeMap NodesFromRanksPerNode(int world_size, int ranks_per_node) {
+  NodeMap nodes(world_size);
+  for (int r = 0; r < world_size; ++r) nodes[r] = ranks_per_node > 0 ? r / ranks_per_node : 0;
+  return nodes;
+}
+
+PlanExecutor::PlanExecutor(const plan::Plan& plan, int rank, NodeMap nodes,
+                           UcxTransport* transport, ExecutorOptions options)
+    : plan_(plan),
+      rank_(rank),
+      nodes_(std::move(nodes)),
+      transport_(transport),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
+    const plan::Plan& plan, int rank, NodeMap nodes, UcxTransport* transport,
+    ExecutorOptions options, const std::map<std::string, void*>& external) {
+  if (rank < 0 || rank >= plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("executor: rank ", rank, " outside plan '",
+                                                   plan.name, "' of world size ",
+                                                   plan.world_size));
+  }
+  if (static_cast<int>(nodes.size()) != plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("executor: node map has ", nodes.size(),
+                                                   " ranks, plan '", plan.name, "' ",
+                                                   plan.world_size));
+  }
+  std::unique_ptr<PlanExecutor> ex(
+      new PlanExecutor(plan, rank, std::move(nodes), transport, options));
+  PlanExecutor& e = *ex;
+  e.by_id_ = e.plan_.TransfersById();
+  const int n = static_cast<int>(e.by_id_.size());
+  e.info_.resize(n);
+  e.done_epoch_ = std::make_unique<std::atomic<uint64_t>[]>(std::max(n, 1));
+  for (const plan::BufferSpec& b : e.plan_.buffers) e.specs_[b.name] = &b;
+
+  // Which transfers go through some executor, signal count, staging slot layout (every rank
+  // computes the same layout, so senders know the receivers' slot offsets).
+  std::vector<uint64_t> stage_bytes(plan.world_size, 0);
+  std::vector<int> stage_slots(plan.world_size, 0);
+  for (int id = 0; id < n; ++id) {
+    const plan::Transfer* t = e.by_id_[id];
+    if (t == nullptr || t->id != id) {
+      return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name,
+                                                     "': transfer ids are not dense at ", id));
+    }
+    Info& info = e.info_[id];
+    const bool cross_node = e.nodes_[t->rank] != e.nodes_[t->peer];
+    info.carried = t->kind == plan::TransferKind::kLocalCopy ? options.run_intra_node
+                                                             : cross_node || options.run_intra_node;
+    e.num_signals_ = std::max(e.num_signals_, t->signal + 1);
+    const plan::BufferSpec* src = plan.FindBuffer(t->src_buffer);
+    const plan::BufferSpec* dst = plan.FindBuffer(t->dst_buffer);
+    if (src == nullptr || dst == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name, "' transfer ", id,
+                                                     ": unknown buffer '",
+                                                     src == nullptr ? t->src_buffer
+                                                                    : t->dst_buffer,
+                                                     "'"));
+    }
+    const bool touches_me = t->rank == rank || t->dst_rank() == rank || t->src_rank() == rank;
+    if (info.carried && touches_me) {
+      ASSIGN_OR_RETURN(info.src_ranges, RegionBytes(*src, t->src_region));
+      ASSIGN_OR_RETURN(info.dst_ranges, RegionBytes(*dst, t->dst_region));
+      if (TotalBytes(info.src_ranges) != TotalBytes(info.dst_ranges)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan '", plan.name, "' transfer ", id, ": source region ",
+            t->src_region.ToString(), " and destination region ", t->dst_region.ToString(),
+            " differ in size"));
+      }
+    }
+    if (info.carried && t->reduce != plan::ReduceOp::kNone &&
+        t->kind != plan::TransferKind::kLocalCopy) {
+      // The slot lives on the rank that reduces: the receiver of a push, the puller of a pull.
+      const int owner = t->dst_rank();
+      const uint64_t bytes = static_cast<uint64_t>(t->src_region.NumElements()) *
+                             plan::DTypeSize(src->dtype);
+      info.slot = stage_slots[owner]++;
+      info.slot_offset = stage_bytes[owner];
+      stage_bytes[owner] = AlignUp(stage_bytes[owner] + bytes, kSlotAlign);
+    }
+    if (t->rank == rank && info.carried) {
+      if (t->channel < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("transfer ", id, ": channel < 0"));
+      }
+      if (t->signal < 0 && t->kind != plan::TransferKind::kLocalCopy && t->dst_rank() != rank) {
+        // Without a signal the receiver could not tell the chunk arrived; validation rejects
+        // such plans, and so do we.
+        return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name, "' transfer ", id,
+                                                       " sets no signal"));
+      }
+      if (static_cast<int>(e.mine_by_channel_.size()) <= t->channel) {
+        e.mine_by_channel_.resize(t->channel + 1);
+      }
+      e.mine_by_channel_[t->channel].push_back(id);
+      e.mine_.push_back(id);
+    } else if (t->rank != rank && t->dst_rank() == rank && info.carried) {
+      if (t->signal < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name, "' transfer ", id,
+                                                       " into rank ", rank, " sets no signal"));
+      }
+      e.incoming_.push_back(id);
+    }
+  }
+  // Channels keep their plan order (TransfersById walks ids; restore list order per channel).
+  for (int c = 0; c < static_cast<int>(e.plan_.ranks[rank].channels.size()); ++c) {
+    if (c >= static_cast<int>(e.mine_by_channel_.size())) break;
+    std::vector<int> ordered;
+    for (const plan::Transfer& t : e.plan_.ranks[rank].channels[c]) {
+      if (e.info_[t.id].carried) ordered.push_back(t.id);
+    }
+    e.mine_by_channel_[c] = std::move(ordered);
+  }
+
+  // Fresh reduction outputs on this rank, per buffer: element masks (kReduced without kWritten).
+  {
+    constexpr uint8_t kReduced = 1, kWritten = 2;
+    std::map<std::string, std::vector<uint8_t>> masks;
+    std::map<std::string, plan::ReduceOp> ops;
+    auto mask_of = [&](const std::string& name) -> std::vector<uint8_t>& {
+      auto it = masks.find(name);
+      if (it == masks.end()) {
+        it = masks.emplace(name, std::vector<uint8_t>(e.specs_.at(name)->NumElements(), 0)).first;
+      }
+      return it->second;
+    };
+    for (const auto& [name, region] : e.plan_.ranks[rank].initial) {
+      if (!e.specs_.count(name)) continue;
+      std::vector<uint8_t>& m = mask_of(name);
+      for (int64_t off : region.Offsets(e.specs_.at(name)->strides)) m[off] |= kWritten;
+    }
+    for (int id = 0; id < n; ++id) {
+      const plan::Transfer& t = *e.by_id_[id];
+      if (t.dst_rank() != rank) continue;
+      const bool fresh_reduce = t.reduce != plan::ReduceOp::kNone && e.info_[id].carried;
+      std::vector<uint8_t>& m = mask_of(t.dst_buffer);
+      for (int64_t off : t.dst_region.Offsets(e.specs_.at(t.dst_buffer)->strides)) {
+        m[off] |= fresh_reduce ? kReduced : kWritten;
+      }
+      if (fresh_reduce) ops[t.dst_buffer] = t.reduce;
+    }
+    for (auto& [name, m] : masks) {
+      const uint64_t esize = plan::DTypeSize(e.specs_.at(name)->dtype);
+      IdentityFill fill{name, ops.count(name) ? ops[name] : plan::ReduceOp::kSum, {}};
+      for (size_t i = 0; i < m.size(); ++i) {
+        if (m[i] != kReduced) continue;
+        if (!fill.ranges.empty() &&
+            fill.ranges.back().offset + fill.ranges.back().length == i * esize) {
+          fill.ranges.back().length += esize;
+        } else {
+          fill.ranges.push_back({i * esize, esize});
+        }
+      }
+      if (!fill.ranges.empty()) e.identity_fills_.push_back(std::move(fill));
+    }
+  }
+
+  // Regions, in the same order on every rank.
+  for (const plan::BufferSpec& b : e.plan_.buffers) {
+    const std::string name = absl::StrCat("buffer:", b.name);
+    const uint64_t bytes = std::max<uint64_t>(BufferBytes(b), 8);
+    absl::StatusOr<int> id;
+    if (auto it = external.find(b.name); it != external.end()) {
+      id = transport->RegisterMemory(name, it->second, bytes, MemoryKind::kHost);
+    } else {
+      id = transport->AllocateMemory(name, bytes);
+    }
+    if (!id.ok()) return id.status();
+    e.buffer_region_[b.name] = *id;
+  }
+  ASSIGN_OR_RETURN(e.signals_region_,
+                   transport->AllocateMemory("signals", std::max(e.num_signals_, 1) * 8));
+  ASSIGN_OR_RETURN(e.stage_region_,
+                   transport->AllocateMemory("staging", std::max<uint64_t>(stage_bytes[rank], 8)));
+  ASSIGN_OR_RETURN(e.stage_signals_region_,
+                   transport->AllocateMemory("staging_signals",
+                                             std::max(stage_slots[rank], 1) * 8));
+  return ex;
+}
+
+void* PlanExecutor::buffer(absl::string_view name) const {
+  auto it = buffer_region_.find(std::string(name));
+  return it == buffer_region_.end() ? nullptr : transport_->region_address(it->second);
+}
+
+std::string PlanExecutor::Describe(const plan::Transfer& t) const {
+  const char* dir = t.kind == plan::TransferKind::kPull ? " from " : " to ";
+  return absl::StrCat("rank ", rank_, " transfer ", t.id, " (", plan::TransferKindName(t.kind),
+                      t.reduce != plan::ReduceOp::kNone
+                          ? absl::StrCat("+", plan::ReduceOpName(t.reduce))
+                          : "",
+                      " chunk ", t.chunk, dir, "rank ", t.peer, ")");
+}
+
+uint64_t PlanExecutor::LoadSignal(int region, int index) const {
+  auto* words = static_cast<uint64_t*>(transport_->region_address(region));
+  return std::atomic_ref<uint64_t>(words[index]).load(std::memory_order_acquire);
+}
+
+void PlanExecutor::StoreSignal(int signal, uint64_t epoch) {
+  if (signal < 0) return;
+  auto* words = static_cast<uint64_t*>(transport_->region_address(signals_region_));
+  std::atomic_ref<uint64_t>(words[signal]).store(epoch, std::memory_order_release);
+}
+
+absl::Status PlanExecutor::CheckAbort(const plan::Transfer* t) const {
+  if (auto failure = transport_->FirstFailure(); failure.has_value()) {
+    return absl::Status(failure->second.code(),
+                        absl::StrCat(t != nullptr ? Describe(*t) : absl::StrCat("rank ", rank_),
+                                     " aborted: ", failure->second.message()));
+  }
+  if (abort_.load(std::memory_order_relaxed)) {
+    return absl::AbortedError(absl::StrCat("rank ", rank_, ": aborted by another failure"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::Execute(uint64_t epoch) {
+  if (epoch <= last_epoch_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": epoch ", epoch,
+                                                   " not after the previous epoch ",
+                                                   last_epoch_));
+  }
+  last_epoch_ = epoch;
+  abort_ = false;
+  RETURN_IF_ERROR(CheckAbort(nullptr));
+  for (const IdentityFill& fill : identity_fills_) {
+    auto* base = static_cast<char*>(buffer(fill.buffer));
+    for (const ByteRange& r : fill.ranges) {
+      RETURN_IF_ERROR(
+          FillIdentity(specs_.at(fill.buffer)->dtype, fill.op, base + r.offset, r.length));
+    }
+  }
+  std::vector<absl::Status> results(mine_by_channel_.size());
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < mine_by_channel_.size(); ++c) {
+    if (mine_by_channel_[c].empty()) continue;
+    threads.emplace_back([this, c, epoch, &results] {
+      results[c] = RunChannel(mine_by_channel_[c], epoch);
+      if (!results[c].ok()) abort_ = true;
+    });
+  }
+  absl::Status incoming = ReceiveIncoming(epoch);
+  if (!incoming.ok()) abort_ = true;
+  for (std::thread& th : threads) th.join();
+  // Report the root cause: a failure that names a peer beats "aborted by another failure".
+  absl::Status first;
+  for (const absl::Status& s : results) {
+    if (!s.ok() && (first.ok() || first.code() == absl::StatusCode::kAborted)) first = s;
+  }
+  if (!incoming.ok() && (first.ok() || first.code() == absl::StatusCode::kAborted)) {
+    first = incoming;
+  }
+  if (!first.ok()) return first;
+  // Remote completion of everything this rank put (the fence ordering completes signals only
+  // locally).
+  std::vector<int> peers;
+  for (int id : mine_) {
+    const plan::Transfer& t = *by_id_[id];
+    if (t.kind == plan::TransferKind::kPush && t.peer != rank_) peers.push_back(t.peer);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  for (int p : peers) {
+    RETURN_IF_ERROR(transport_->Wait(transport_->Flush(p),
+                                     absl::Now() + options_.transfer_timeout,
+                                     absl::StrCat("rank ", rank_, " final flush to rank ", p)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::RunChannel(const std::vector<int>& ids, uint64_t epoch) {
+  for (int id : ids) {
+    const plan::Transfer& t = *by_id_[id];
+    const absl::Time deadline = absl::Now() + options_.transfer_timeout;
+    for (int dep : t.deps) RETURN_IF_ERROR(WaitDependency(t, dep, epoch, deadline));
+    RETURN_IF_ERROR(CheckAbort(&t));
+    RETURN_IF_ERROR(RunTransfer(t, epoch, deadline));
+    done_epoch_[id].store(epoch, std::memory_order_release);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::WaitDependency(const plan::Transfer& t, int dep, uint64_t epoch,
+                                          absl::Time deadline) {
+  if (dep < 0 || dep >= static_cast<int>(by_id_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(Describe(t), ": unknown dependency ", dep));
+  }
+  const plan::Transfer& d = *by_id_[dep];
+  const bool ran_here = d.rank == rank_ && info_[dep].carried;
+  if (!ran_here && d.signal < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(Describe(t), ": dependency transfer ", dep,
+                                                   " sets no signal to wait on"));
+  }
+  const int where = d.dst_rank();
+  Backoff backoff;
+  absl::Duration poll_interval = absl::Microseconds(20);
+  uint64_t seen = 0;
+  while (true) {
+    if (ran_here) {
+      seen = done_epoch_[dep].load(std::memory_order_acquire);
+    } else if (where == rank_) {
+      seen = LoadSignal(signals_region_, d.signal);
+    } else {
+      // Observable only on another rank: read its signal word.
+      Completion c = transport_->GetWord(where, {signals_region_, uint64_t(d.signal) * 8});
+      RETURN_IF_ERROR(transport_->Wait(
+          c, deadline, absl::StrCat(Describe(t), " reading dependency signal on rank ", where)));
+      seen = UcxTransport::WordResult(c);
+    }
+    if (seen >= epoch) return absl::OkStatus();
+    RETURN_IF_ERROR(CheckAbort(&t));
+    if (absl::Now() > deadline) {
+      // Name the rank that should have delivered: the one running the dependency. It is
+      // stalled as far as this group is concerned (teardown then force-closes it).
+      if (d.rank != rank_) {
+        transport_->MarkPeerFailed(d.rank, absl::DeadlineExceededError(absl::StrCat(
+                                               "stalled: transfer ", dep,
+                                               " not delivered to rank ", rank_,
+                                               " by the deadline")));
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          Describe(t), ": dependency transfer ", dep, " (chunk ", d.chunk, ", run by ",
+          transport_->PeerName(d.rank), ") not complete by the deadline: signal ", d.signal,
+          " on rank ", where, " is ", seen, ", expected ", epoch));
+    }
+    if (!ran_here && where != rank_) {
+      absl::SleepFor(poll_interval);
+      poll_interval = std::min(poll_interval * 2, absl::Milliseconds(1));
+    } else {
+      backoff.Pause();
+    }
+  }
+}
+
+absl::Status PlanExecutor::ReduceLocal(const plan::Transfer& t, char* packed) {
+  const plan::BufferSpec& dst = *specs_.at(t.dst_buffer);
+  auto* base = static_cast<char*>(buffer(t.dst_buffer));
+  absl::MutexLock lock(&reduce_mu_);
+  for (const ByteRange& r : info_[t.id].dst_ranges) {
+    RETURN_IF_ERROR(HostReduce(dst.dtype, t.reduce, base + r.offset, packed, r.length));
+    packed += r.length;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::RunTransfer(const plan::Transfer& t, uint64_t epoch,
+                                       absl::Time deadline) {
+  const Info& info = info_[t.id];
+  const std::string what = Describe(t);
+  switch (t.kind) {
+    case plan::TransferKind::kPush: {
+      Completion c;
+      if (t.reduce == plan::ReduceOp::kNone) {
+        ASSIGN_OR_RETURN(std::vector<Segment> segs, PairRanges(info.src_ranges, info.dst_ranges));
+        c = transport_->PutWithSignal(t.peer, buffer_region_.at(t.src_buffer),
+                                      buffer_region_.at(t.dst_buffer), std::move(segs),
+                                      {signals_region_, uint64_t(t.signal) * 8}, epoch);
+      } else {
+        c = transport_->PutWithSignal(t.peer, buffer_region_.at(t.src_buffer), stage_region_,
+                                      PackRanges(info.src_ranges, info.slot_offset, false),
+                                      {stage_signals_region_, uint64_t(info.slot) * 8}, epoch);
+      }
+      return transport_->Wait(c, deadline, what);
+    }
+    case plan::TransferKind::kPull: {
+      if (t.reduce == plan::ReduceOp::kNone) {
+        ASSIGN_OR_RETURN(std::vector<Segment> segs, PairRanges(info.dst_ranges, info.src_ranges));
+        RETURN_IF_ERROR(transport_->Wait(
+            transport_->Get(t.peer, buffer_region_.at(t.dst_buffer),
+                            buffer_region_.at(t.src_buffer), std::move(segs)),
+            deadline, what));
+      } else {
+        RETURN_IF_ERROR(transport_->Wait(
+            transport_->Get(t.peer, stage_region_, buffer_region_.at(t.src_buffer),
+                            PackRanges(info.src_ranges, info.slot_offset, true)),
+            deadline, what));
+        auto* stage = static_cast<char*>(transport_->region_address(stage_region_));
+        RETURN_IF_ERROR(ReduceLocal(t, stage + info.slot_offset));
+      }
+      StoreSignal(t.signal, epoch);
+      return absl::OkStatus();
+    }
+    case plan::TransferKind::kLocalCopy: {
+      ASSIGN_OR_RETURN(std::vector<Segment> segs, PairRanges(info.src_ranges, info.dst_ranges));
+      auto* src = static_cast<char*>(buffer(t.src_buffer));
+      auto* dst = static_cast<char*>(buffer(t.dst_buffer));
+      const plan::BufferSpec& spec = *specs_.at(t.dst_buffer);
+      absl::MutexLock lock(&reduce_mu_);
+      for (const Segment& s : segs) {
+        RETURN_IF_ERROR(HostReduce(spec.dtype, t.reduce, dst + s.remote_offset,
+                                   src + s.local_offset, s.length));
+      }
+      StoreSignal(t.signal, epoch);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("unknown transfer kind");
+}
+
+absl::Status PlanExecutor::ReceiveIncoming(uint64_t epoch) {
+  std::vector<int> pending = incoming_;
+  absl::Time deadline = absl::Now() + options_.transfer_timeout;
+  Backoff backoff;
+  auto* stage = static_cast<char*>(transport_->region_address(stage_region_));
+  while (!pending.empty()) {
+    bool progressed = false;
+    for (size_t i = 0; i < pending.size();) {
+      const plan::Transfer& t = *by_id_[pending[i]];
+      const Info& info = info_[t.id];
+      bool arrived;
+      if (t.reduce != plan::ReduceOp::kNone) {
+        arrived = LoadSignal(stage_signals_region_, info.slot) >= epoch;
+        if (arrived) {
+          RETURN_IF_ERROR(ReduceLocal(t, stage + info.slot_offset));
+          StoreSignal(t.signal, epoch);
+        }
+      } else {
+        arrived = LoadSignal(signals_region_, t.signal) >= epoch;
+      }
+      if (arrived) {
+        pending[i] = pending.back();
+        pending.pop_back();
+        progressed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (progressed) {
+      deadline = absl::Now() + options_.transfer_timeout;
+      backoff.Reset();
+      continue;
+    }
+    if (pending.empty()) break;
+    RETURN_IF_ERROR(CheckAbort(nullptr));
+    if (absl::Now() > deadline) {
+      const plan::Transfer& t = *by_id_[*std::min_element(pending.begin(), pending.end())];
+      transport_->MarkPeerFailed(t.rank, absl::DeadlineExceededError(absl::StrCat(
+                                             "stalled: transfer ", t.id, " not delivered to rank ",
+                                             rank_, " by the deadline")));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank_, ": ", pending.size(), " incoming chunk(s) missing at the deadline; "
+          "first: transfer ", t.id, " (chunk ", t.chunk, ") from ", transport_->PeerName(t.rank),
+          ", signal ", t.signal, " below epoch ", epoch));
+    }
+    backoff.Pause();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::ucx

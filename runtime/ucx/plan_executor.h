@@ -1,0 +1,135 @@
+// PlanExecutor: runs one rank's UCX part of a chunk plan. Given a plan, this rank, a node map
+// and a connected UcxTransport, it executes the rank's inter-node transfers (peer on another
+// node) over UCX — and, for host tests, the intra-node ones and local copies too — honouring
+// dependencies and setting signals with the launch's epoch, like every other backend.
+//
+// Signals: every rank exposes one 8-byte word per plan signal id ("signals" region); a transfer
+// sets word `signal` on its destination rank to the epoch once its data is there. A dependency
+// is waited on where it is observable: the local signal word when the dependency lands on this
+// rank, its completion when this rank ran it, else by reading the destination's word over UCX.
+//
+// Reductions (SUM/MAX) over UCX: the sender puts the chunk into a staging slot reserved for that
+// transfer on the receiver, then sets the slot's own signal word; the receiver reduces the slot
+// into the destination and then sets the transfer's signal. Chosen over active messages because
+// it is the same put+signal path as plain chunks (one code path, RMA-only transports work), the
+// receiver reduces with its own compute (on GPUs: the fused kernel or a reduce kernel reading
+// the slot), and concurrent reductions into one element serialize at the one receiver. Slots
+// are laid out deterministically from the plan, so every rank knows every slot's offset.
+//
+// Deadlines: every wait (a dependency, an operation, an incoming chunk) has one:
+// ExecutorOptions::transfer_timeout from when the wait begins (incoming chunks: since the last
+// incoming progress). When it passes, Execute fails naming the peer that should have delivered
+// (rank and address); any peer the transport marked failed aborts Execute at once, naming it.
+//
+// Fresh reduction outputs: elements of this rank that only carried reductions write (not
+// initial, not written by any plain transfer) are filled with the op's identity at the start of
+// every Execute, which is how plan.h's "a reduction into an element with no valid data
+// initializes it" is implemented here.
+//
+// Epochs: Execute(e) needs e greater than every earlier epoch; signal words compare >= e.
+// Buffers and staging slots are reused across epochs, so a rank may start epoch e+1 only after
+// every rank finished reading epoch e's data (the caller's barrier or the next collective's
+// dependencies provide this, as for the GPU backends).
+//
+// Thread-safety: Execute is called by one thread at a time; it runs one thread per channel.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/plan/plan.h"
+#include "runtime/ucx/segments.h"
+#include "runtime/ucx/transport.h"
+
+namespace syncopate::ucx {
+
+// rank -> node id.
+using NodeMap = std::vector<int>;
+// Ranks [n*rpn, (n+1)*rpn) on node n (the two-level templates' convention).
+NodeMap NodesFromRanksPerNode(int world_size, int ranks_per_node);
+
+struct ExecutorOptions {
+  // Run intra-node transfers and local copies over UCX / memcpy as well (host tests; on GPUs
+  // CUDA IPC backends own them and set their signals).
+  bool run_intra_node = false;
+  absl::Duration transfer_timeout = absl::Seconds(10);
+};
+
+class PlanExecutor {
+ public:
+  // Registers this rank's buffers (allocated through the transport unless `external` maps a
+  // buffer name to caller memory), signal words and staging slots with `transport`. Call before
+  // transport->Connect; every rank of the group must create its executor from the same plan.
+  static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
+      const plan::Plan& plan, int rank, NodeMap nodes, UcxTransport* transport,
+      ExecutorOptions options, const std::map<std::string, void*>& external = {});
+
+  // Host address of buffer `name` on this rank (nullptr if unknown).
+  void* buffer(absl::string_view name) const;
+  // Number of transfers this rank runs per epoch, and incoming chunks it waits for.
+  int num_local_transfers() const { return static_cast<int>(mine_.size()); }
+  int num_incoming() const { return static_cast<int>(incoming_.size()); }
+
+  // Runs epoch `epoch`: returns when every transfer this rank runs completed (data remotely
+  // complete) and every chunk another rank sends it over UCX arrived (reductions applied).
+  absl::Status Execute(uint64_t epoch);
+
+ private:
+  struct Info {
+    bool carried = false;   // run over UCX/memcpy by some rank's executor
+    int slot = -1;          // staging slot on the receiver (push+reduce) or local (pull+reduce)
+    uint64_t slot_offset = 0;
+    std::vector<ByteRange> src_ranges, dst_ranges;  // for transfers this rank touches
+  };
+
+  PlanExecutor(const plan::Plan& plan, int rank, NodeMap nodes, UcxTransport* transport,
+               ExecutorOptions options);
+  absl::Status RunChannel(const std::vector<int>& ids, uint64_t epoch);
+  absl::Status RunTransfer(const plan::Transfer& t, uint64_t epoch, absl::Time deadline);
+  absl::Status WaitDependency(const plan::Transfer& t, int dep, uint64_t epoch,
+                              absl::Time deadline);
+  absl::Status ReceiveIncoming(uint64_t epoch);
+  absl::Status ReduceLocal(const plan::Transfer& t, char* packed);
+  absl::Status CheckAbort(const plan::Transfer* t) const;
+  std::string Describe(const plan::Transfer& t) const;
+  uint64_t LoadSignal(int region, int index) const;
+  void StoreSignal(int signal, uint64_t epoch);
+
+  const plan::Plan plan_;
+  const int rank_;
+  const NodeMap nodes_;
+  UcxTransport* const transport_;
+  const ExecutorOptions options_;
+  std::vector<const plan::Transfer*> by_id_;
+  std::vector<Info> info_;
+  std::map<std::string, int> buffer_region_;  // buffer name -> transport region id
+  std::map<std::string, const plan::BufferSpec*> specs_;
+  int signals_region_ = -1;
+  int stage_region_ = -1;
+  int stage_signals_region_ = -1;
+  int num_signals_ = 0;
+  std::vector<std::vector<int>> mine_by_channel_;  // transfer ids this rank runs, per channel
+  std::vector<int> mine_;
+  std::vector<int> incoming_;  // carried transfers run by other ranks that land here
+  struct IdentityFill {
+    std::string buffer;
+    plan::ReduceOp op;
+    std::vector<ByteRange> ranges;
+  };
+  std::vector<IdentityFill> identity_fills_;  // done at the start of every Execute
+  std::unique_ptr<std::atomic<uint64_t>[]> done_epoch_;  // by transfer id, for this rank's
+  uint64_t last_epoch_ = 0;
+  std::atomic<bool> abort_{false};
+  absl::Mutex reduce_mu_;  // serializes local reductions (they may touch the same elements)
+};
+
+}  // namespace syncopate::ucx

@@ -1,0 +1,376 @@
+// TCP bootstrap hub and client; see tcp_bootstrap.h.
+//
+// Frames on the wire: u32 type, u64 length, payload. Types: kHello (payload: rank as u64),
+// kData (u64 deadline in Unix ms, then a round's contribution), kResult (every rank's contribution, WireWriter-encoded),
+// kError (a message; the group is broken).
+#include "runtime/ucx/tcp_bootstrap.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ucx/wire.h"
+#include "spdlog/spdlog.h"
+
+namespace syncopate::ucx {
+namespace {
+
+enum FrameType : uint32_t { kHello = 1, kData = 2, kResult = 3, kError = 4 };
+constexpr size_t kHeaderSize = sizeof(uint32_t) + sizeof(uint64_t);
+constexpr uint64_t kMaxFrame = uint64_t{1} << 30;
+
+std::string Errno(absl::string_view what) { return absl::StrCat(what, ": ", strerror(errno)); }
+
+std::string EncodeFrame(FrameType type, absl::string_view payload) {
+  std::string out(kHeaderSize, '\0');
+  uint32_t t = type;
+  uint64_t n = payload.size();
+  std::memcpy(out.data(), &t, sizeof t);
+  std::memcpy(out.data() + sizeof t, &n, sizeof n);
+  out.append(payload.data(), payload.size());
+  return out;
+}
+
+int RemainingMs(absl::Time deadline) {
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+// Blocking I/O on a socket with a deadline.
+absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      return absl::UnavailableError(Errno("bootstrap send"));
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int ms = RemainingMs(deadline);
+    if (ms == 0) return absl::DeadlineExceededError("bootstrap send: deadline exceeded");
+    ::poll(&p, 1, ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvAll(int fd, char* data, size_t size, absl::Time deadline) {
+  while (size > 0) {
+    ssize_t n = ::recv(fd, data, size, MSG_DONTWAIT);
+    if (n > 0) {
+      data += n;
+      size -= n;
+      continue;
+    }
+    if (n == 0) return absl::UnavailableError("bootstrap hub closed the connection");
+    if (errno != EAGAIN && errno != EINTR) return absl::UnavailableError(Errno("bootstrap recv"));
+    pollfd p{fd, POLLIN, 0};
+    int ms = RemainingMs(deadline);
+    if (ms == 0) return absl::DeadlineExceededError("bootstrap recv: deadline exceeded");
+    ::poll(&p, 1, ms);
+  }
+  return absl::OkStatus();
+}
+
+struct Frame {
+  FrameType type;
+  std::string payload;
+};
+
+absl::StatusOr<Frame> RecvFrame(int fd, absl::Time deadline) {
+  char header[kHeaderSize];
+  RETURN_IF_ERROR(RecvAll(fd, header, kHeaderSize, deadline));
+  uint32_t type;
+  uint64_t n;
+  std::memcpy(&type, header, sizeof type);
+  std::memcpy(&n, header + sizeof type, sizeof n);
+  if (n > kMaxFrame) return absl::DataLossError(absl::StrCat("bootstrap frame of ", n, " bytes"));
+  Frame frame{static_cast<FrameType>(type), std::string(n, '\0')};
+  RETURN_IF_ERROR(RecvAll(fd, frame.payload.data(), n, deadline));
+  return frame;
+}
+
+absl::StatusOr<sockaddr_in> ParseAddress(absl::string_view address) {
+  std::vector<std::string> parts = absl::StrSplit(address, ':');
+  int port = 0;
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) || port <= 0 || port > 65535 ||
+      ::inet_pton(AF_INET, parts[0].c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bootstrap address '", address, "' is not IPv4 'host:port'"));
+  }
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  return sa;
+}
+
+}  // namespace
+
+// ---- Hub ----
+
+absl::StatusOr<std::unique_ptr<TcpBootstrapHub>> TcpBootstrapHub::Start(int world_size,
+                                                                         std::string host) {
+  if (world_size < 1) return absl::InvalidArgumentError("bootstrap hub: world_size < 1");
+  ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(absl::StrCat(host, ":1")));
+  sa.sin_port = 0;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(Errno("bootstrap hub socket"));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  socklen_t len = sizeof sa;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 256) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    std::string err = Errno(absl::StrCat("bootstrap hub bind/listen on ", host));
+    ::close(fd);
+    return absl::UnavailableError(err);
+  }
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ::close(fd);
+    return absl::InternalError(Errno("bootstrap hub pipe"));
+  }
+  std::string address = absl::StrCat(host, ":", ntohs(sa.sin_port));
+  std::unique_ptr<TcpBootstrapHub> hub(
+      new TcpBootstrapHub(world_size, fd, wake[0], wake[1], std::move(address)));
+  hub->thread_ = std::thread([h = hub.get()] { h->Serve(); });
+  return hub;
+}
+
+TcpBootstrapHub::TcpBootstrapHub(int world_size, int listen_fd, int wake_read, int wake_write,
+                                 std::string address)
+    : world_size_(world_size),
+      listen_fd_(listen_fd),
+      wake_read_(wake_read),
+      wake_write_(wake_write),
+      address_(std::move(address)) {}
+
+TcpBootstrapHub::~TcpBootstrapHub() {
+  char c = 0;
+  if (::write(wake_write_, &c, 1) < 0) spdlog::warn("{}", Errno("bootstrap hub wake"));
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+  ::close(wake_read_);
+  ::close(wake_write_);
+}
+
+void TcpBootstrapHub::Serve() {
+  struct Conn {
+    int fd;
+    int rank = -1;
+    std::string in;
+  };
+  std::vector<Conn> conns;
+  std::map<int, std::string> round;  // rank -> contribution of the current round
+  int64_t round_deadline_ms = INT64_MAX;  // earliest deadline among the round's contributors
+  uint64_t round_number = 0;
+  std::optional<std::string> broken;  // set once a rank left: every later round fails with it
+  const absl::Duration kSendTimeout = absl::Seconds(10);
+
+  auto send_to = [&](Conn& c, FrameType type, absl::string_view payload) {
+    absl::Status s = SendAll(c.fd, EncodeFrame(type, payload), absl::Now() + kSendTimeout);
+    if (!s.ok()) spdlog::warn("bootstrap hub -> rank {}: {}", c.rank, s.ToString());
+  };
+  auto fail_group = [&](const std::string& why) {
+    broken = why;
+    round.clear();
+    for (Conn& c : conns) {
+      if (c.rank >= 0) send_to(c, kError, why);
+    }
+  };
+
+  while (true) {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_read_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
+    int timeout_ms = -1;
+    if (!round.empty() && round_deadline_ms != INT64_MAX) {
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          round_deadline_ms - absl::ToUnixMillis(absl::Now()) + 1, 0, 1 << 30));
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("{}", Errno("bootstrap hub poll"));
+      break;
+    }
+    if (fds[0].revents != 0) break;
+    // A round not complete by its earliest contributor's deadline: tell the contributors which
+    // ranks are missing (the group stays usable; those ranks may still be slow, not gone).
+    if (!round.empty() && absl::ToUnixMillis(absl::Now()) >= round_deadline_ms) {
+      std::vector<int> missing;
+      for (int r = 0; r < world_size_; ++r) {
+        if (!round.contains(r)) missing.push_back(r);
+      }
+      std::string why = absl::StrCat("bootstrap round ", round_number, ": rank(s) ",
+                                     absl::StrJoin(missing, ", "),
+                                     " did not arrive by the deadline");
+      for (Conn& c : conns) {
+        if (c.rank >= 0 && round.contains(c.rank)) send_to(c, kError, why);
+      }
+      round.clear();
+      round_deadline_ms = INT64_MAX;
+    }
+    if (fds[1].revents & POLLIN) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conns.push_back(Conn{fd});
+      }
+    }
+    std::vector<size_t> dead;
+    for (size_t i = 0; i < conns.size(); ++i) {
+      if (fds[i + 2].revents == 0) continue;
+      Conn& c = conns[i];
+      char buf[65536];
+      ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        dead.push_back(i);
+        continue;
+      }
+      if (n < 0) continue;
+      c.in.append(buf, n);
+      while (c.in.size() >= kHeaderSize) {
+        uint32_t type;
+        uint64_t len;
+        std::memcpy(&type, c.in.data(), sizeof type);
+        std::memcpy(&len, c.in.data() + sizeof type, sizeof len);
+        if (c.in.size() < kHeaderSize + len) break;
+        std::string payload = c.in.substr(kHeaderSize, len);
+        c.in.erase(0, kHeaderSize + len);
+        if (type == kHello) {
+          WireReader r(payload, "bootstrap hello");
+          absl::StatusOr<uint64_t> rank = r.U64();
+          bool taken = false;
+          for (const Conn& o : conns) taken |= rank.ok() && o.rank == static_cast<int>(*rank);
+          if (!rank.ok() || *rank >= static_cast<uint64_t>(world_size_) || taken) {
+            send_to(c, kError, absl::StrCat("bootstrap hub: bad or duplicate rank in hello (",
+                                            rank.ok() ? absl::StrCat(*rank) : "?", ")"));
+            dead.push_back(i);
+            break;
+          }
+          c.rank = static_cast<int>(*rank);
+        } else if (type == kData && c.rank >= 0) {
+          if (broken.has_value()) {
+            send_to(c, kError, *broken);
+            continue;
+          }
+          WireReader r(payload, "bootstrap data");
+          absl::StatusOr<uint64_t> deadline_ms = r.U64();
+          absl::StatusOr<absl::string_view> blob = r.Bytes();
+          if (!deadline_ms.ok() || !blob.ok()) {
+            send_to(c, kError, "bootstrap hub: malformed data frame");
+            continue;
+          }
+          round[c.rank] = std::string(*blob);
+          round_deadline_ms = std::min(round_deadline_ms, static_cast<int64_t>(*deadline_ms));
+          if (static_cast<int>(round.size()) == world_size_) {
+            WireWriter w;
+            for (auto& [rank, blob] : round) w.Bytes(blob);
+            std::string result = w.Take();
+            for (Conn& o : conns) {
+              if (o.rank >= 0) send_to(o, kResult, result);
+            }
+            round.clear();
+            round_deadline_ms = INT64_MAX;
+            ++round_number;
+          }
+        }
+      }
+    }
+    // Remove dead connections back to front; a rank leaving breaks the group.
+    for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
+      Conn c = std::move(conns[*it]);
+      conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
+      ::close(c.fd);
+      if (c.rank >= 0 && !broken.has_value()) {
+        fail_group(absl::StrCat("rank ", c.rank, " left the bootstrap group (connection to hub ",
+                                address_, " closed)"));
+      }
+    }
+  }
+  for (Conn& c : conns) ::close(c.fd);
+}
+
+// ---- Client ----
+
+absl::StatusOr<std::unique_ptr<TcpBootstrap>> TcpBootstrap::Connect(absl::string_view hub_address,
+                                                                    int rank, int world_size,
+                                                                    absl::Time deadline) {
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bootstrap: rank ", rank, " out of range for world size ", world_size));
+  }
+  ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(hub_address));
+  while (true) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(Errno("bootstrap socket"));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::unique_ptr<TcpBootstrap> out(new TcpBootstrap(fd, rank, world_size));
+      WireWriter w;
+      w.U64(rank);
+      RETURN_IF_ERROR(SendAll(fd, EncodeFrame(kHello, w.Take()), deadline));
+      return out;
+    }
+    std::string err = Errno(absl::StrCat("bootstrap connect to ", hub_address));
+    ::close(fd);
+    if (absl::Now() > deadline) return absl::DeadlineExceededError(err);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+TcpBootstrap::~TcpBootstrap() { ::close(fd_); }
+
+absl::StatusOr<std::vector<std::string>> TcpBootstrap::AllGather(absl::string_view mine,
+                                                                 absl::Time deadline) {
+  auto fail = [&](absl::Status s) {
+    broken_ = true;
+    return absl::Status(s.code(), absl::StrCat("rank ", rank_, " bootstrap allgather: ",
+                                               s.message()));
+  };
+  if (broken_) return absl::FailedPreconditionError("bootstrap: an earlier round failed");
+  WireWriter w;
+  w.U64(static_cast<uint64_t>(
+      std::min<int64_t>(absl::ToUnixMillis(deadline), int64_t{1} << 62)));
+  w.Bytes(mine);
+  absl::Status s = SendAll(fd_, EncodeFrame(kData, w.Take()), deadline);
+  if (!s.ok()) return fail(s);
+  // The hub answers at `deadline` naming the missing ranks; allow that answer time to arrive.
+  absl::StatusOr<Frame> frame = RecvFrame(fd_, deadline + absl::Seconds(1));
+  if (!frame.ok()) return fail(frame.status());
+  if (frame->type == kError) return fail(absl::UnavailableError(frame->payload));
+  if (frame->type != kResult) {
+    return fail(absl::DataLossError(absl::StrCat("unexpected frame type ", frame->type)));
+  }
+  WireReader r(frame->payload, "bootstrap result");
+  std::vector<std::string> out;
+  for (int i = 0; i < world_size_; ++i) {
+    absl::StatusOr<absl::string_view> blob = r.Bytes();
+    if (!blob.ok()) return fail(blob.status());
+    out.emplace_back(*blob);
+  }
+  return out;
+}
+
+}  // namespace syncopate::ucx

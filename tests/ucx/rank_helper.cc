@@ -1,0 +1,219 @@
+// ucx_rank_helper: one rank of a multi-process UCX test. The test driver (process_group.h)
+// starts world_size of these with a TCP bootstrap hub address; ranks [n*rpn, (n+1)*rpn) play
+// node n. Each builds the named plan template, registers its buffers with a UcxTransport,
+// connects, and runs iterations: fill buffers (initial regions with values derived from rank,
+// offset and iteration; everything else with garbage), barrier, Execute(epoch = iteration),
+// check this rank's postcondition element by element.
+//
+// Output, one line each, for the driver: "READY", "ITER <k>" before each Execute, then
+// "OK iters=<n>" or "ERROR <status>", then "TEARDOWN <status> in_flight=<n>". Exit code 0 on
+// success, 1 on error. SIGUSR1 makes the rank drop its UCX connections (fault injection);
+// "DROPPED" is printed when done.
+//
+// Flags: --hub=host:port --rank=R --world=W --rpn=P --template=NAME --iters=N (0: until error)
+//        --tls=tcp|shm --timeout_ms=T --rows=R --cols=C --chunks=K --fence
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/templates.h"
+#include "runtime/ucx/plan_executor.h"
+#include "runtime/ucx/tcp_bootstrap.h"
+#include "runtime/ucx/transport.h"
+
+namespace syncopate::ucx {
+namespace {
+
+std::atomic<bool> g_drop{false};
+void OnUsr1(int) { g_drop.store(true); }
+
+void Say(const std::string& line) {
+  std::string l = line + "\n";
+  // One write per line so lines from a dying process are never torn.
+  ssize_t n = ::write(STDOUT_FILENO, l.data(), l.size());
+  (void)n;
+}
+
+struct Flags {
+  std::string hub, templ = "allgather.two_level", tls = "tcp";
+  int rank = 0, world = 4, rpn = 2, iters = 3, timeout_ms = 5000, rows = 32, cols = 256,
+      chunks = 2;
+  bool fence = false;
+};
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) return absl::InvalidArgumentError("bad flag " + a);
+    size_t eq = a.find('=');
+    kv[a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+        eq == std::string::npos ? "1" : a.substr(eq + 1);
+  }
+  auto num = [&](const char* k, int* out) -> absl::Status {
+    if (kv.count(k) && !absl::SimpleAtoi(kv[k], out)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", k, " is not a number"));
+    }
+    return absl::OkStatus();
+  };
+  if (kv.count("hub")) f.hub = kv["hub"];
+  if (kv.count("template")) f.templ = kv["template"];
+  if (kv.count("tls")) f.tls = kv["tls"];
+  f.fence = kv.count("fence") > 0;
+  for (auto [k, p] : std::initializer_list<std::pair<const char*, int*>>{
+           {"rank", &f.rank}, {"world", &f.world}, {"rpn", &f.rpn}, {"iters", &f.iters},
+           {"timeout_ms", &f.timeout_ms}, {"rows", &f.rows}, {"cols", &f.cols},
+           {"chunks", &f.chunks}}) {
+    RETURN_IF_ERROR(num(k, p));
+  }
+  if (f.hub.empty()) return absl::InvalidArgumentError("--hub is required");
+  return f;
+}
+
+// Initial value of element `offset` of `buffer` on `rank` in iteration `iter`: exact in f32
+// even when summed over 64 ranks.
+float Initial(int rank, const std::string& buffer, int64_t offset, int iter) {
+  return static_cast<float>((rank + 1) * 1000 + (offset % 499) + 3 * iter +
+                            (buffer.size() % 7));
+}
+float Garbage(int rank, int iter) { return -1.0e6f - static_cast<float>(rank * 100 + iter); }
+
+absl::Status Check(const plan::Plan& p, int rank, const PlanExecutor& ex, int iter) {
+  for (const plan::Expectation& e : p.postcondition) {
+    if (e.rank != rank) continue;
+    const plan::BufferSpec* spec = p.FindBuffer(e.buffer);
+    auto* data = static_cast<const float*>(ex.buffer(e.buffer));
+    std::vector<int64_t> dst = e.region.Offsets(spec->strides);
+    std::vector<std::vector<int64_t>> srcs;
+    for (const plan::Contribution& c : e.sources) {
+      srcs.push_back(c.region.Offsets(p.FindBuffer(c.buffer)->strides));
+    }
+    for (size_t k = 0; k < dst.size(); ++k) {
+      float expected = 0;
+      for (size_t s = 0; s < e.sources.size(); ++s) {
+        float v = Initial(e.sources[s].rank, e.sources[s].buffer, srcs[s][k], iter);
+        if (s == 0 || e.op == plan::ReduceOp::kNone) {
+          expected = v;
+        } else if (e.op == plan::ReduceOp::kSum) {
+          expected += v;
+        } else {
+          expected = std::max(expected, v);
+        }
+      }
+      if (data[dst[k]] != expected) {
+        return absl::DataLossError(absl::StrCat(
+            "iteration ", iter, ": rank ", rank, " buffer '", e.buffer, "' element ", dst[k],
+            " is ", data[dst[k]], ", expected ", expected, " (", plan::ReduceOpName(e.op),
+            " over ", e.sources.size(), " source(s))"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Fill(const plan::Plan& p, int rank, PlanExecutor& ex, int iter) {
+  for (const plan::BufferSpec& b : p.buffers) {
+    auto* data = static_cast<float*>(ex.buffer(b.name));
+    std::fill(data, data + b.NumElements(), Garbage(rank, iter));
+  }
+  for (const auto& [name, region] : p.ranks[rank].initial) {
+    auto* data = static_cast<float*>(ex.buffer(name));
+    for (int64_t off : region.Offsets(p.FindBuffer(name)->strides)) {
+      data[off] = Initial(rank, name, off, iter);
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    Say("ERROR " + flags.status().ToString());
+    return 2;
+  }
+  const Flags& f = *flags;
+  signal(SIGUSR1, &OnUsr1);
+  const absl::Duration timeout = absl::Milliseconds(f.timeout_ms);
+
+  TransportOptions topts;
+  topts.name = absl::StrCat("rank", f.rank);
+  topts.ucx_config = {{"TLS", f.tls}};
+  if (f.tls == "shm") topts.error_handling = ErrorHandling::kNone;
+  if (f.fence) topts.ordering = SignalOrdering::kFence;
+  topts.teardown_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<UcxTransport>> transport = UcxTransport::Create(topts);
+  if (!transport.ok()) {
+    Say("ERROR " + transport.status().ToString());
+    return 1;
+  }
+  std::unique_ptr<PlanExecutor> executor;
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (g_drop.exchange(false)) {
+        (*transport)->DropConnections();
+        Say("DROPPED");
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+
+  int completed = 0;
+  absl::Status status = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<TcpBootstrap> bootstrap,
+                     TcpBootstrap::Connect(f.hub, f.rank, f.world, absl::Now() + timeout * 4));
+    plan::TemplateParams params;
+    params.world_size = f.world;
+    params.shape = {f.rows, f.cols};
+    params.dtype = plan::DType::kF32;
+    params.axis = 0;
+    params.chunks_per_shard = f.chunks;
+    params.op = plan::ReduceOp::kSum;
+    params.ranks_per_node = f.rpn;
+    ASSIGN_OR_RETURN(plan::Plan plan, plan::BuildTemplate(f.templ, params));
+    ExecutorOptions eopts;
+    eopts.run_intra_node = true;  // no CUDA IPC here: intra-node chunks go over UCX too
+    eopts.transfer_timeout = timeout;
+    ASSIGN_OR_RETURN(executor, PlanExecutor::Create(plan, f.rank,
+                                                    NodesFromRanksPerNode(f.world, f.rpn),
+                                                    transport->get(), eopts));
+    RETURN_IF_ERROR((*transport)->Connect(*bootstrap, absl::Now() + timeout * 4));
+    Say("READY");
+    for (int it = 1; f.iters == 0 || it <= f.iters; ++it) {
+      Fill(plan, f.rank, *executor, it);
+      RETURN_IF_ERROR(bootstrap->Barrier(absl::Now() + timeout));
+      Say(absl::StrCat("ITER ", it));
+      RETURN_IF_ERROR(executor->Execute(static_cast<uint64_t>(it)));
+      RETURN_IF_ERROR(Check(plan, f.rank, *executor, it));
+      completed = it;
+    }
+    // Nobody tears down while a peer may still read from it.
+    return bootstrap->Barrier(absl::Now() + timeout);
+  }();
+  if (status.ok()) {
+    Say(absl::StrCat("OK iters=", completed));
+  } else {
+    Say("ERROR " + status.ToString());
+  }
+  done = true;
+  watcher.join();
+  executor.reset();
+  absl::Status teardown = (*transport)->Shutdown();
+  Say(absl::StrCat("TEARDOWN ", teardown.ok() ? "ok" : teardown.ToString(),
+                   " in_flight=", (*transport)->in_flight()));
+  return status.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace syncopate::ucx
+
+int main(int argc, char** argv) { return syncopate::ucx::Main(argc, argv); }
