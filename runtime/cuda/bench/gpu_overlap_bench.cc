@@ -1,0 +1,280 @@
+// GPU benchmark on one GPU (no peers needed): for GEMM shapes of serving models,
+//   local   the example GEMM (examples/kernels/gemm_mma.cuh) with the identity schedule,
+//   fused   the same kernel compiled with an AllGather plan (rank 0 of `--world` ranks) with every
+//           chunk already present (signals pre-set): the cost of the schedule, waits and tables,
+//   cuBLAS  cublasGemmEx on the same data (libcublas.so.13 dlopen'ed at run time),
+// in TFLOP/s (medians of CUDA-event timings after warm-up, random inputs), with the ratios
+// fused/local (goal: within 3%) and local/cuBLAS, and correctness: fused output bitwise equal to
+// local, local vs cuBLAS relative error.
+// Usage: gpu_overlap_bench [--reps N] [--world W] [--dtype bf16|f16]
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/embedded_headers.h"
+#include "jit/compiler/kernel_spec.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/handles.h"
+#include "runtime/plan/templates.h"
+#include "syncopate/launch_abi.h"
+#include "tests/cuda/test_kernels.h"
+
+namespace syncopate::cuda {
+namespace {
+
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  // cublasGemmEx is overloaded in C++: the C entry point's type, spelled out.
+  cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                         const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                         int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                         cublasGemmAlgo_t) = nullptr;
+  cublasHandle_t handle = nullptr;
+};
+
+absl::StatusOr<Cublas> LoadCublas(CUstream stream) {
+  void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return absl::NotFoundError(absl::StrCat("libcublas.so.13: ", dlerror()));
+  Cublas c;
+  c.create = reinterpret_cast<decltype(c.create)>(dlsym(lib, "cublasCreate_v2"));
+  c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+  c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(lib, "cublasGemmEx"));
+  if (!c.create || !c.set_stream || !c.gemm) return absl::NotFoundError("cuBLAS symbols missing");
+  if (c.create(&c.handle) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
+  c.set_stream(c.handle, reinterpret_cast<cudaStream_t>(stream));
+  return c;
+}
+
+struct Loaded {
+  Module module;
+  CUfunction fn = nullptr;
+  int ctas_per_sm = 0;
+  double compile_ms = 0;
+};
+
+absl::StatusOr<Loaded> Build(const Context& ctx, const jit::GeneratedKernel& gen) {
+  nvrtc::CompileOptions o;
+  o.arch = absl::StrCat("sm_", ctx.compute_capability());
+  o.headers = gen.headers;
+  o.include_paths = {"/usr/local/cuda/include"};
+  o.extra_options = {"-std=c++17"};
+  ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, nvrtc::Compile(gen.source, o));
+  Loaded l;
+  l.compile_ms = k.compile_ms;
+  std::string image = k.binary;
+  if (k.is_ptx) image.push_back('\0');
+  ASSIGN_OR_RETURN(l.module, Module::Load(ctx.api(), std::span<const char>(image.data(), image.size())));
+  ASSIGN_OR_RETURN(l.fn, l.module.Function(gen.entry_symbol));
+  const int smem = gen.metadata.dynamic_smem_bytes;
+  if (smem > 48 * 1024) {
+    CU_RETURN_IF_ERROR(ctx.api().cuFuncSetAttribute(
+        l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+  }
+  CU_RETURN_IF_ERROR(ctx.api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &l.ctas_per_sm, l.fn, gen.metadata.block_dim, smem));
+  return l;
+}
+
+// Median milliseconds of `reps` runs of `run` after `warmup` runs.
+template <class F>
+absl::StatusOr<double> TimeMs(const DriverApi& api, CUstream s, int warmup, int reps, F run) {
+  ASSIGN_OR_RETURN(Event a, Event::Create(api, CU_EVENT_DEFAULT));
+  ASSIGN_OR_RETURN(Event b, Event::Create(api, CU_EVENT_DEFAULT));
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run());
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    RETURN_IF_ERROR(a.Record(s));
+    RETURN_IF_ERROR(run());
+    RETURN_IF_ERROR(b.Record(s));
+    CU_RETURN_IF_ERROR(api.cuEventSynchronize(b.get()));
+    ASSIGN_OR_RETURN(float t, b.ElapsedMsSince(a));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::TestKernels& tk,
+                      Cublas& cublas, int64_t M, int64_t N, int64_t K, int world,
+                      plan::DType dtype, int reps) {
+  const DriverApi& api = ctx.api();
+  jit::KernelSpec spec = jit::GemmSpecForAllGather(M, N, K, dtype);
+  plan::TemplateParams tp;
+  tp.world_size = world;
+  tp.shape = {M, K};
+  tp.dtype = dtype;
+  tp.chunks_per_shard = 4;
+  ASSIGN_OR_RETURN(plan::Plan p, plan::BuildTemplate("allgather.push", tp));
+  ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource("gemm_mma.cuh"));
+  ASSIGN_OR_RETURN(jit::GeneratedKernel fused_gen, jit::GenerateFusedKernel(p, spec, src));
+  ASSIGN_OR_RETURN(jit::GeneratedKernel local_gen, jit::GenerateLocalKernel(spec, src));
+  ASSIGN_OR_RETURN(Loaded fused, Build(ctx, fused_gen));
+  ASSIGN_OR_RETURN(Loaded local, Build(ctx, local_gen));
+
+  ASSIGN_OR_RETURN(DeviceBuffer A, DeviceBuffer::Allocate(api, M * K * 2));
+  ASSIGN_OR_RETURN(DeviceBuffer B, DeviceBuffer::Allocate(api, N * K * 2));
+  ASSIGN_OR_RETURN(DeviceBuffer C_local, DeviceBuffer::Allocate(api, M * N * 2));
+  ASSIGN_OR_RETURN(DeviceBuffer C_fused, DeviceBuffer::Allocate(api, M * N * 2));
+  ASSIGN_OR_RETURN(DeviceBuffer C_blas, DeviceBuffer::Allocate(api, M * N * 2));
+  RETURN_IF_ERROR(tk.Fill(A.get(), M * K, dtype, 0x1234 + M + N + K, s));
+  RETURN_IF_ERROR(tk.Fill(B.get(), N * K, dtype, 0x5678 + M + N + K, s));
+  for (CUdeviceptr c : {C_local.get(), C_fused.get(), C_blas.get()}) {
+    RETURN_IF_ERROR(tk.Poison16(c, M * N, s));
+  }
+  // Protocol words: every signal pre-set to epoch 1 (all chunks present).
+  const jit::LaunchMetadata& md = fused_gen.metadata;
+  const int nsig = std::max(1, md.num_signals);
+  const int nchunks = std::max(1, md.num_outgoing_chunks);
+  ASSIGN_OR_RETURN(DeviceBuffer signals, DeviceBuffer::Allocate(api, 4 * nsig));
+  ASSIGN_OR_RETURN(DeviceBuffer chunk_words, DeviceBuffer::Allocate(api, 8 * nchunks));
+  ASSIGN_OR_RETURN(DeviceBuffer tables, DeviceBuffer::Allocate(api, 8 * (world + kMaxOperands * world)));
+  ASSIGN_OR_RETURN(PinnedHostBuffer host, PinnedHostBuffer::Allocate(api, 256));
+  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(signals.get(), 1, nsig, s));
+  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(chunk_words.get(), 0, 2 * nchunks, s));
+  std::vector<CUdeviceptr> t(world + kMaxOperands * world, 0);
+  for (int r = 0; r < world; ++r) t[r] = signals.get();
+  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(tables.get(), t.data(), 8 * t.size()));
+
+  auto make_args = [&](CUdeviceptr c, int rank, int w) {
+    FusedLaunchArgs a;
+    std::memset(&a, 0, sizeof(a));
+    a.operands[0] = reinterpret_cast<void*>(A.get());
+    a.operands[1] = reinterpret_cast<void*>(B.get());
+    a.operands[2] = reinterpret_cast<void*>(c);
+    a.rank = rank;
+    a.world_size = w;
+    a.epoch = 1;
+    a.signals = reinterpret_cast<syncopate_u32*>(signals.get());
+    a.peer_signals = reinterpret_cast<syncopate_u32* const*>(tables.get());
+    a.peer_operands = reinterpret_cast<void* const*>(tables.get() + 8 * world);
+    a.chunk_counters = reinterpret_cast<syncopate_u32*>(chunk_words.get());
+    a.chunk_ready = reinterpret_cast<syncopate_u32*>(chunk_words.get() + 4 * nchunks);
+    a.wait_timeout_ns = 5000000000ull;
+    a.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(host.device());
+    a.abort_flag = reinterpret_cast<syncopate_u32*>(host.device() + 128);
+    return a;
+  };
+  FusedLaunchArgs fused_args = make_args(C_fused.get(), 0, world);
+  FusedLaunchArgs local_args = make_args(C_local.get(), 0, 1);
+  const int sms = ctx.sm_count();
+  const unsigned fused_grid = std::min<int64_t>(md.num_tiles, fused.ctas_per_sm * sms);
+  const unsigned local_grid =
+      std::min<int64_t>(local_gen.metadata.num_tiles, local.ctas_per_sm * sms);
+  auto launch = [&](const Loaded& l, const jit::LaunchMetadata& m, unsigned grid,
+                    FusedLaunchArgs& a) -> absl::Status {
+    void* params[] = {&a};
+    CU_RETURN_IF_ERROR(api.cuLaunchKernel(l.fn, grid, 1, 1, m.block_dim, 1, 1,
+                                          m.dynamic_smem_bytes, s, params, nullptr));
+    return absl::OkStatus();
+  };
+  const bool bf16 = dtype == plan::DType::kBF16;
+  const cudaDataType_t ty = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  auto blas = [&]() -> absl::Status {
+    // Row-major C[M,N] = A[M,K] B[N,K]^T is column-major C^T[N,M] = B^T... : op(B)=T on [K,N].
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublas.gemm(
+        cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+        static_cast<int>(K), &alpha, reinterpret_cast<void*>(B.get()), ty, static_cast<int>(K),
+        reinterpret_cast<void*>(A.get()), ty, static_cast<int>(K), &beta,
+        reinterpret_cast<void*>(C_blas.get()), ty, static_cast<int>(N), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return absl::InternalError(absl::StrCat("cublasGemmEx ", st));
+    return absl::OkStatus();
+  };
+  // Interleave the three so clock drift hits them alike: 3 rounds, median of the medians.
+  std::vector<double> tl, tf, tb;
+  for (int round = 0; round < 3; ++round) {
+    ASSIGN_OR_RETURN(double l, TimeMs(api, s, 3, reps, [&] {
+      return launch(local, local_gen.metadata, local_grid, local_args);
+    }));
+    ASSIGN_OR_RETURN(double f, TimeMs(api, s, 3, reps, [&] {
+      return launch(fused, md, fused_grid, fused_args);
+    }));
+    ASSIGN_OR_RETURN(double b, TimeMs(api, s, 3, reps, blas));
+    tl.push_back(l), tf.push_back(f), tb.push_back(b);
+  }
+  std::sort(tl.begin(), tl.end());
+  std::sort(tf.begin(), tf.end());
+  std::sort(tb.begin(), tb.end());
+  const double flop = 2.0 * M * N * K;
+  const double local_tf = flop / (tl[1] * 1e9), fused_tf = flop / (tf[1] * 1e9),
+               blas_tf = flop / (tb[1] * 1e9);
+  // Correctness: fused == local bitwise; local vs cuBLAS relative error.
+  ASSIGN_OR_RETURN(auto cl, syncopate::testing::Download16(api, C_local.get(), M * N, s));
+  ASSIGN_OR_RETURN(auto cf, syncopate::testing::Download16(api, C_fused.get(), M * N, s));
+  ASSIGN_OR_RETURN(auto cb, syncopate::testing::Download16(api, C_blas.get(), M * N, s));
+  int64_t diff = 0, blas_diff = 0;
+  double e2 = 0, r2 = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < M * N; ++i) {
+    diff += cl[i] != cf[i];
+    blas_diff += cl[i] != cb[i];
+    const double a = syncopate::testing::HalfBitsToFloat(cl[i], dtype);
+    const double b = syncopate::testing::HalfBitsToFloat(cb[i], dtype);
+    finite = finite && std::isfinite(a);
+    e2 += (a - b) * (a - b);
+    r2 += b * b;
+  }
+  const volatile WaitTimeoutRecord* rec = static_cast<const WaitTimeoutRecord*>(host.host());
+  std::printf(
+      "RESULT M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
+      "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
+      "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e | finite %d | timeouts %u | "
+      "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
+      M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
+      tf[1] / tl[1], local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), finite ? 1 : 0,
+      rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
+      fused.ctas_per_sm);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status Main(int argc, char** argv) {
+  int reps = 20, world = 4;
+  plan::DType dtype = plan::DType::kBF16;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string f = argv[i];
+    if (f == "--reps") reps = std::atoi(argv[i + 1]);
+    if (f == "--world") world = std::atoi(argv[i + 1]);
+    if (f == "--dtype") dtype = std::string(argv[i + 1]) == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
+  }
+  ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
+  char name[128] = {};
+  ctx.api().cuDeviceGetName(name, sizeof(name), ctx.device());
+  std::printf("device %s, sm_%d, %d SMs, driver %d\n", name, ctx.compute_capability(),
+              ctx.sm_count(), ctx.api().driver_version);
+  ASSIGN_OR_RETURN(Stream s, Stream::Create(ctx.api()));
+  ASSIGN_OR_RETURN(syncopate::testing::TestKernels tk, syncopate::testing::TestKernels::Load(ctx));
+  ASSIGN_OR_RETURN(Cublas cublas, LoadCublas(s.get()));
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {8192, 14336, 4096}, {8192, 28672, 8192}};
+  for (const auto& sh : shapes) {
+    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], world, dtype, reps);
+    if (!st.ok()) std::printf("shape %ldx%ldx%ld failed: %s\n", sh[0], sh[1], sh[2], std::string(st.message()).c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace syncopate::cuda
+
+int main(int argc, char** argv) {
+  absl::Status s = syncopate::cuda::Main(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "gpu_overlap_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,225 @@
+// Group: the GPU side of one node-local group of ranks (one process per rank). Owns the CUDA
+// context, the rendezvous, the symmetric heap, this rank's control block (control_block.h) and the
+// host-mapped timeout record, and runs the launch protocol: epochs, the entry guard, the
+// copy-engine transfer program, the fused kernel, bounded waits and their diagnosis in Sync().
+//
+// Launch protocol of launch e on stream S (every rank issues the same sequence of launches):
+//  0. S sets the regions only reductions write (not initial data, no plain copy) to the op's
+//     identity: the plan model reduces every contribution, the owner's own included, into them.
+//  1. S writes entered[me] = e into every peer's control block (stream memory op).
+//  2. SM / direct backends: S waits entered[q] >= e for every peer q this rank's kernel writes to
+//     or reads from (the kernel itself does not know these words).
+//     Copy-engine backend: each channel's side stream waits entered[q] >= e before its first
+//     copy to or from q, so the kernel starts at once.
+//  3. The fused kernel runs on S with args.epoch = e; side streams (one per plan channel) run this
+//     rank's transfer program concurrently: wait (GEQ e) for chunk_ready / delivered signals,
+//     cuMemcpy2DAsync into the peer's mapped buffer, write the peer's signal word = e; they fork
+//     from S with an event before the kernel and join S with events after it.
+//  4. S waits for every signal of a transfer destined to this rank (so the collective's result
+//     is complete when the launch is), and ranks pulled from wait drained[q] >= e (their callers
+//     may then overwrite the sources).
+// Every wait in the kernel has a deadline (args.wait_timeout_ns). Stream waits have none, so
+// Sync() watches the launch from the host: when the kernel recorded a timeout, or this rank's
+// progress words (entered[me] at a launch's start, drained[me] at its end, both in its own
+// block) stop changing for twice the wait deadline, it reads what each blocked word
+// holds, names the peer that never delivered, unblocks this rank's streams (raises the abort
+// flag, writes the awaited values into its own words) so the GPU is never left hung, and returns
+// DeadlineExceeded. The group is then broken (its ranks are out of step): later launches fail
+// with FailedPrecondition; the context stays usable and a new group can form.
+//
+// CUDA graphs: the epoch is a by-value kernel argument (launch_abi.h) and a value in each stream
+// memory op, so a graph must not replay a captured launch unchanged. CaptureGraph() captures one
+// launch; LaunchGraph::Replay() takes the next epoch and rewrites the captured kernel node's
+// arguments and every memory-op node's value (cuGraphExec*SetParams) before cuGraphLaunch.
+// Launch() on a stream that is being captured by someone else is refused.
+//
+// Thread-safety: a Group is used by one thread at a time (launches of a group are ordered).
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/cuda/control_block.h"
+#include "runtime/cuda/copy_program.h"
+#include "runtime/cuda/handles.h"
+#include "runtime/cuda/node_rendezvous.h"
+#include "runtime/cuda/symmetric_memory.h"
+#include "syncopate/launch_abi.h"
+
+namespace syncopate::cuda {
+
+enum class Backend : uint8_t {
+  kCopyEngine,  // side streams: cuMemcpy2DAsync + stream memory ops (no reductions)
+  kSm,          // communication CTAs inside the fused kernel
+  kDirect,      // the producer epilogue stores / atomically reduces into the peer
+};
+const char* BackendName(Backend backend);
+absl::StatusOr<Backend> ParseBackend(std::string_view name);
+
+struct GroupOptions {
+  std::string group_id;
+  int rank = 0;
+  int world_size = 1;
+  int device_ordinal = 0;
+  std::string rendezvous_dir;  // empty: abstract Unix socket names
+  absl::Duration rendezvous_timeout = absl::Seconds(30);
+};
+
+// A 2D region of this rank's memory set to a reduction's identity at the start of every launch
+// (before the entry announcement, so no peer reduces into it earlier).
+struct IdentityFill {
+  CUdeviceptr dst = 0;
+  uint64_t pitch_bytes = 0;
+  uint64_t width_elements = 0;
+  uint64_t rows = 0;
+  int element_bytes = 2;  // 2 or 4
+  uint32_t value = 0;     // the identity's bits
+};
+
+// Everything one launch of a fused kernel needs, prepared once per (kernel, binding, backend).
+struct KernelLaunch {
+  CUfunction function = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {128, 1, 1};
+  unsigned shared_bytes = 0;
+  unsigned num_comm_ctas = 0;
+  std::array<void*, kMaxOperands> operands{};  // this rank's
+  std::array<int64_t, kMaxScalars> scalars{};
+  CUdeviceptr peer_operands = 0;  // device table [kMaxOperands * world], or 0
+  Backend backend = Backend::kCopyEngine;
+  CopyProgram copy_program;       // copy-engine backend only
+  std::vector<int> guarded_peers; // SM / direct: peers whose entry S waits for
+  std::vector<int> pulled_by;     // ranks that pull from this rank
+  // Signals of every transfer whose destination is this rank: a launch ends on `stream` only
+  // when all of them arrived, so the collective's postcondition holds after Sync() (a producer
+  // kernel such as GEMM+ReduceScatter never waits for what peers reduce into it).
+  std::vector<int> incoming_signals;
+  int num_outgoing_chunks = 0;
+  int num_signals = 0;            // signal words this rank receives (for diagnosis)
+  // Plan buffers that only reductions write on this rank (e.g. ReduceScatter's "output", where
+  // even the own contribution is a SUM into it) start every launch at the op's identity.
+  std::vector<IdentityFill> identity_fills;
+};
+
+struct LaunchTimeouts {
+  absl::Duration wait = absl::Milliseconds(2000);  // every device-side wait, and the host's watch
+};
+
+class LaunchGraph;
+
+class Group {
+ public:
+  // Joins the group (rendezvous), retains the device's primary context, allocates and zeroes the
+  // control block. Collective.
+  static absl::StatusOr<std::unique_ptr<Group>> Create(const GroupOptions& options);
+  ~Group();
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  const Context& context() const { return context_; }
+  const DriverApi& api() const { return context_.api(); }
+  SymmetricHeap& heap() { return *heap_; }
+  NodeRendezvous& rendezvous() { return *rendezvous_; }
+  bool broken() const { return broken_; }
+  uint32_t epoch() const { return epoch_; }
+
+  // Device tables for FusedLaunchArgs: every rank's signal array.
+  CUdeviceptr signals() const { return control_->local() + kSignalsOffset; }
+  CUdeviceptr peer_signal_table() const { return peer_signal_table_.get(); }
+
+  // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.
+  absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchTimeouts& timeouts);
+  // Runs the kernel alone, no protocol: the identity-schedule (local) kernel of a baseline.
+  absl::Status LaunchLocal(const KernelLaunch& launch, CUstream stream);
+  // Waits for every launch issued so far on `stream`; DeadlineExceeded naming the peer that did
+  // not deliver (see the protocol above). Other errors: the failing CUDA call.
+  absl::Status Sync(CUstream stream);
+
+  // Captures one launch into a graph; see the file comment.
+  absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
+                                                            const LaunchTimeouts& timeouts);
+
+ private:
+  friend class LaunchGraph;
+  explicit Group(GroupOptions options) : options_(std::move(options)) {}
+  absl::Status Init();
+  // Issues launch `epoch` (everything but bookkeeping); `capturing`: inside our own capture.
+  absl::Status Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
+                     const LaunchTimeouts& timeouts);
+  FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
+                           const LaunchTimeouts& timeouts) const;
+  absl::Status EnsureSideStreams(int n);
+  absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
+  absl::Status Unblock(uint32_t epoch);
+  CUdeviceptr EnteredWord(int owner, int about) const {
+    return control_->peer(owner) + kEnteredOffset + sizeof(uint32_t) * about;
+  }
+  CUdeviceptr DrainedWord(int owner, int about) const {
+    return control_->peer(owner) + kDrainedOffset + sizeof(uint32_t) * about;
+  }
+  CUdeviceptr SignalWord(int owner, int index) const {
+    return control_->peer(owner) + kSignalsOffset + sizeof(uint32_t) * index;
+  }
+  CUdeviceptr ChunkReadyWord(int index) const {
+    return chunk_words_.get() + sizeof(uint32_t) * (kChunkCapacity + index);
+  }
+
+  GroupOptions options_;
+  Context context_;
+  std::unique_ptr<NodeRendezvous> rendezvous_;
+  std::unique_ptr<SymmetricHeap> heap_;
+  SymmetricBuffer* control_ = nullptr;
+  DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity]
+  DeviceBuffer peer_signal_table_;  // u32* [world]
+  PinnedHostBuffer host_words_;     // HostWords
+  Stream rescue_stream_;            // never blocked by protocol waits
+  std::vector<Stream> side_streams_;
+  std::vector<Event> step_events_;  // one per copy step others depend on (grown on demand)
+  Event fork_event_;
+  Event launch_done_;               // recorded after the last launch's join
+  uint32_t epoch_ = 0;              // epoch of the last launch issued
+  uint32_t synced_epoch_ = 0;
+  bool captured_launch_ = false;    // set while CaptureGraph records
+  bool broken_ = false;
+  // What the last launch's streams wait on, for Sync()'s diagnosis.
+  std::vector<WordWait> last_waits_;
+  int last_num_signals_ = 0;
+  int last_num_chunks_ = 0;
+  absl::Duration last_wait_timeout_ = absl::Seconds(2);
+  PinnedHostBuffer readback_;  // diagnosis reads words into pinned memory (never pageable)
+  Stream capture_stream_;
+  std::vector<Event> join_events_;
+};
+
+// A captured launch; see Group's file comment. Replays advance the group's epoch.
+class LaunchGraph {
+ public:
+  ~LaunchGraph();
+  absl::Status Replay(CUstream stream);
+
+ private:
+  friend class Group;
+  LaunchGraph() = default;
+  Group* group_ = nullptr;
+  KernelLaunch launch_;
+  LaunchTimeouts timeouts_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+  CUgraphNode kernel_node_ = nullptr;
+  CUDA_KERNEL_NODE_PARAMS kernel_params_{};
+  struct MemOpNode {
+    CUgraphNode node;
+    std::vector<CUstreamBatchMemOpParams> ops;  // as captured (values relative to kCaptureEpoch)
+    CUDA_BATCH_MEM_OP_NODE_PARAMS params;
+  };
+  std::vector<MemOpNode> memop_nodes_;
+  std::vector<WordWait> waits_;  // the captured launch's stream waits, for diagnosis
+};
+
+}  // namespace syncopate::cuda

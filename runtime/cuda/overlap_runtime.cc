@@ -1,0 +1,366 @@
+// The public GPU runtime API; see overlap_runtime.h.
+#include "runtime/cuda/overlap_runtime.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "jit/cache/cache_key.h"
+#include "jit/compiler/copy_descriptors.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
+#include "runtime/base/status_macros.h"
+
+namespace syncopate::cuda {
+namespace {
+
+// Where cuda_bf16.h / cuda_fp16.h are (the example kernels include them). The toolkit's include
+// directory on the machine that compiles; SYNCOPATE_CUDA_INCLUDE overrides.
+std::string CudaIncludeDir() {
+  const char* env = std::getenv("SYNCOPATE_CUDA_INCLUDE");
+  return env != nullptr && *env != '\0' ? env : "/usr/local/cuda/include";
+}
+
+struct LoadedVariant {
+  Module module;
+  CUfunction function = nullptr;
+  int ctas_per_sm = 0;
+  double compile_ms = 0;
+};
+
+// Bits of a reduction's identity in `dtype` (SUM: 0; MAX: -inf).
+absl::StatusOr<uint32_t> IdentityBits(plan::ReduceOp op, plan::DType dtype) {
+  if (op == plan::ReduceOp::kSum) return 0u;
+  switch (dtype) {
+    case plan::DType::kBF16:
+      return 0xFF80u;
+    case plan::DType::kF16:
+      return 0xFC00u;
+    case plan::DType::kF32:
+      return 0xFF800000u;
+    default:
+      return absl::UnimplementedError(absl::StrCat("MAX reduction into ", plan::DTypeName(dtype)));
+  }
+}
+
+// Regions of this rank that only reductions write: not initial data, no plain transfer into them.
+absl::StatusOr<std::vector<IdentityFill>> IdentityFills(
+    const plan::Plan& plan, int me, const std::map<std::string, std::vector<CUdeviceptr>>& addr) {
+  std::vector<IdentityFill> fills;
+  const std::vector<const plan::Transfer*> all = plan.TransfersById();
+  for (const plan::Transfer* t : all) {
+    if (t == nullptr || t->dst_rank() != me || t->reduce == plan::ReduceOp::kNone) continue;
+    auto init = plan.ranks[me].initial.find(t->dst_buffer);
+    if (init != plan.ranks[me].initial.end() && init->second.Intersects(t->dst_region)) continue;
+    bool plain = false;
+    for (const plan::Transfer* o : all) {
+      plain = plain || (o != nullptr && o->dst_rank() == me && o->reduce == plan::ReduceOp::kNone &&
+                        o->dst_buffer == t->dst_buffer && o->dst_region.Intersects(t->dst_region));
+    }
+    if (plain) continue;
+    const plan::BufferSpec* b = plan.FindBuffer(t->dst_buffer);
+    auto a = addr.find(t->dst_buffer);
+    if (b == nullptr || a == addr.end() || a->second[me] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("plan buffer '", t->dst_buffer,
+                                                     "' (reduced into) is not bound"));
+    }
+    const int64_t es = plan::DTypeSize(b->dtype);
+    if (es != 2 && es != 4) {
+      return absl::UnimplementedError(absl::StrCat("reductions into ", plan::DTypeName(b->dtype)));
+    }
+    ASSIGN_OR_RETURN(uint32_t bits, IdentityBits(t->reduce, b->dtype));
+    ASSIGN_OR_RETURN(std::vector<jit::CopySegment> segs,
+                     jit::BuildCopyDescriptors(*b, t->dst_region, *b, t->dst_region));
+    for (const jit::CopySegment& g : segs) {
+      const CUdeviceptr dst = a->second[me] + static_cast<CUdeviceptr>(g.dst_offset_bytes);
+      // Several contributions reduce into one region: fill it once.
+      if (std::any_of(fills.begin(), fills.end(), [&](const IdentityFill& f) {
+            return f.dst == dst && f.rows == static_cast<uint64_t>(g.rows) &&
+                   f.width_elements == static_cast<uint64_t>(g.row_bytes / es);
+          })) {
+        continue;
+      }
+      fills.push_back({a->second[me] + static_cast<CUdeviceptr>(g.dst_offset_bytes),
+                       static_cast<uint64_t>(std::max(g.dst_pitch_bytes, g.row_bytes)),
+                       static_cast<uint64_t>(g.row_bytes / es), static_cast<uint64_t>(g.rows),
+                       static_cast<int>(es), bits});
+    }
+  }
+  return fills;
+}
+
+absl::StatusOr<LoadedVariant> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
+                                             const jit::GeneratedKernel& gen,
+                                             const std::string& plan_hash) {
+  const DriverApi& api = ctx.api();
+  nvrtc::CompileOptions options;
+  options.arch = absl::StrCat("sm_", ctx.compute_capability());
+  options.headers = gen.headers;
+  options.include_paths = {CudaIncludeDir()};
+  options.extra_options = {"-std=c++17"};
+  options.program_name = absl::StrCat(gen.entry_symbol, ".cu");
+  auto compile = [&]() { return nvrtc::Compile(gen.source, options); };
+  std::shared_ptr<const nvrtc::CompiledKernel> compiled;
+  if (cache != nullptr) {
+    cache::CacheKeyParts parts;
+    parts.source = gen.source;
+    parts.headers = gen.headers;
+    parts.nvrtc_version = nvrtc::NvrtcVersion();
+    parts.options = options.extra_options;
+    parts.options.push_back(absl::StrCat("-I", options.include_paths[0]));
+    parts.arch = options.arch;
+    parts.plan_hash = plan_hash;
+    ASSIGN_OR_RETURN(cache::KernelCache::Result r,
+                     cache->GetOrCompile(cache::CacheKey::FromParts(parts), compile));
+    compiled = r.kernel;
+  } else {
+    ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, compile());
+    compiled = std::make_shared<nvrtc::CompiledKernel>(std::move(k));
+  }
+  LoadedVariant v;
+  v.compile_ms = compiled->compile_ms;
+  // PTX must be NUL-terminated for cuModuleLoadData; a cubin is an ELF image.
+  std::string image = compiled->binary;
+  if (compiled->is_ptx) image.push_back('\0');
+  RETURN_IF_ERROR(ctx.MakeCurrent());
+  ASSIGN_OR_RETURN(v.module, Module::Load(api, std::span<const char>(image.data(), image.size())));
+  ASSIGN_OR_RETURN(v.function, v.module.Function(gen.entry_symbol));
+  const int smem = gen.metadata.dynamic_smem_bytes;
+  if (smem > 48 * 1024) {
+    CU_RETURN_IF_ERROR(api.cuFuncSetAttribute(
+        v.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+  }
+  CU_RETURN_IF_ERROR(api.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &v.ctas_per_sm, v.function, gen.metadata.block_dim, smem));
+  if (v.ctas_per_sm < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kernel ", gen.entry_symbol, " cannot run: no CTA of ", gen.metadata.block_dim,
+        " threads with ", smem, " bytes of shared memory fits on an SM"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OverlapRuntime>> OverlapRuntime::Join(
+    const GroupOptions& options, cache::KernelCache* cache) {
+  auto rt = std::unique_ptr<OverlapRuntime>(new OverlapRuntime);
+  ASSIGN_OR_RETURN(rt->group_, Group::Create(options));
+  rt->cache_ = cache;
+  return rt;
+}
+
+absl::StatusOr<SymmetricBuffer*> OverlapRuntime::AllocateSymmetric(const std::string& name,
+                                                                   size_t bytes) {
+  return group_->heap().Allocate(name, bytes);
+}
+
+absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
+    const plan::Plan& plan, const jit::KernelSpec& spec, std::string_view kernel_source) {
+  if (plan.world_size != world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name, "' is for world size ",
+                                                   plan.world_size, ", the group has ",
+                                                   world_size()));
+  }
+  auto k = std::make_unique<FusedKernel>();
+  k->plan_ = plan;
+  k->spec_ = spec;
+  ASSIGN_OR_RETURN(k->fused_, jit::GenerateFusedKernel(plan, spec, kernel_source));
+  ASSIGN_OR_RETURN(k->local_, jit::GenerateLocalKernel(spec, kernel_source));
+  const jit::LaunchMetadata& md = k->fused_.metadata;
+  if (md.num_signals > kSignalCapacity || md.num_outgoing_chunks > kChunkCapacity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "plan '", plan.name, "' needs ", md.num_signals, " signals and ", md.num_outgoing_chunks,
+        " outgoing chunks per rank; the runtime has room for ", kSignalCapacity, " and ",
+        kChunkCapacity));
+  }
+  const std::string hash = plan::PlanHash(plan);
+  ASSIGN_OR_RETURN(LoadedVariant fused, CompileAndLoad(group_->context(), cache_, k->fused_, hash));
+  k->fused_module_ = std::move(fused.module);
+  k->fused_fn_ = fused.function;
+  k->fused_ctas_per_sm_ = fused.ctas_per_sm;
+  k->compile_ms_ = fused.compile_ms;
+  return k;
+}
+
+absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
+    const FusedKernel& kernel, const std::map<std::string, CUdeviceptr>& operands) {
+  const jit::LaunchMetadata& md = kernel.metadata();
+  const int world = world_size();
+  auto b = std::make_unique<BoundKernel>();
+  b->kernel_ = &kernel;
+  std::vector<CUdeviceptr> table(static_cast<size_t>(kMaxOperands) * world, 0);
+  std::set<std::string> used;
+  for (const jit::OperandSlot& slot : md.operands) {
+    if (slot.slot < 0 || slot.slot >= kMaxOperands) {
+      return absl::InvalidArgumentError(absl::StrCat("operand slot ", slot.slot, " out of range"));
+    }
+    auto it = operands.find(slot.name);
+    if (it == operands.end() && !slot.buffer.empty()) it = operands.find(slot.buffer);
+    if (it == operands.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operand '", slot.name, "' (slot ", slot.slot,
+          slot.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", slot.buffer, "\""),
+          ") is not bound"));
+    }
+    used.insert(it->first);
+    const CUdeviceptr ptr = it->second;
+    b->operands_[slot.slot] = reinterpret_cast<void*>(ptr);
+    const bool shared = slot.role != jit::OperandRole::kLocal || !slot.kernel_param;
+    // Find the symmetric buffer holding ptr, for the peers' addresses.
+    const SymmetricBuffer* sym = nullptr;
+    for (const std::string& name : {slot.buffer, slot.name, it->first}) {
+      const SymmetricBuffer* s = group_->heap().Find(name);
+      if (s != nullptr && ptr >= s->local() && ptr < s->local() + s->size()) sym = s;
+    }
+    if (shared && sym == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operand '", slot.name, "' (", jit::OperandRoleName(slot.role), ", plan buffer \"",
+          slot.buffer, "\") is read or written by peers: bind it to a symmetric buffer "
+          "(AllocateSymmetric) of the same name"));
+    }
+    if (sym != nullptr) {
+      const CUdeviceptr offset = ptr - sym->local();
+      if (offset + static_cast<CUdeviceptr>(slot.bytes) > sym->size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "operand '", slot.name, "' needs ", slot.bytes, " bytes but symmetric buffer '",
+            sym->name(), "' has ", sym->size() - offset, " from the bound pointer"));
+      }
+      std::vector<CUdeviceptr> per_rank(world);
+      for (int r = 0; r < world; ++r) {
+        per_rank[r] = sym->peer(r) + offset;
+        table[static_cast<size_t>(slot.slot) * world + r] = per_rank[r];
+      }
+      if (!slot.buffer.empty()) b->slot_addresses_[slot.buffer] = std::move(per_rank);
+    } else {
+      table[static_cast<size_t>(slot.slot) * world + rank()] = ptr;
+      if (!slot.buffer.empty()) {
+        std::vector<CUdeviceptr> only_mine(world, 0);
+        only_mine[rank()] = ptr;
+        b->slot_addresses_[slot.buffer] = std::move(only_mine);
+      }
+    }
+    if (slot.kernel_param) b->local_operands_[slot.slot] = reinterpret_cast<void*>(ptr);
+  }
+  for (const auto& [name, ptr] : operands) {
+    if (!used.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not an operand of kernel ", kernel.spec().name));
+    }
+  }
+  const DriverApi& api = this->api();
+  RETURN_IF_ERROR(group_->context().MakeCurrent());
+  ASSIGN_OR_RETURN(b->peer_table_, DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * table.size()));
+  CU_RETURN_IF_ERROR(
+      api.cuMemcpyHtoD(b->peer_table_.get(), table.data(), sizeof(CUdeviceptr) * table.size()));
+  return b;
+}
+
+absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
+                                                            const LaunchOptions& options) {
+  const FusedKernel& k = *bound.kernel_;
+  const jit::LaunchMetadata& md = k.metadata();
+  const int me = rank();
+  const Backend backend =
+      options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+  int comm = 0;
+  if (backend == Backend::kSm) {
+    comm = options.comm_ctas > 0 ? options.comm_ctas : std::max(1, md.suggested_comm_ctas);
+  }
+  const auto key = std::make_pair(static_cast<int>(backend), comm * 100000 + options.compute_ctas);
+  auto it = bound.launches_.find(key);
+  if (it != bound.launches_.end()) return &it->second;
+
+  KernelLaunch l;
+  l.function = k.fused_fn_;
+  l.backend = backend;
+  l.num_comm_ctas = static_cast<unsigned>(comm);
+  l.block[0] = static_cast<unsigned>(md.block_dim);
+  l.shared_bytes = static_cast<unsigned>(md.dynamic_smem_bytes);
+  const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
+  int compute = options.compute_ctas > 0 ? options.compute_ctas
+                                         : std::min(md.num_tiles, resident - comm);
+  compute = std::max(compute, 1);
+  if (backend == Backend::kSm && comm + compute > resident) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SM backend needs every CTA resident: ", comm, " communication + ", compute,
+        " compute CTAs > ", resident, " that fit on this GPU"));
+  }
+  l.grid[0] = static_cast<unsigned>(comm + compute);
+  l.operands = bound.operands_;
+  l.peer_operands = bound.peer_table_.get();
+  l.num_outgoing_chunks = md.num_outgoing_chunks;
+  l.num_signals = md.num_signals;
+  const plan::Plan& plan = k.plan();
+  std::set<int> peers, pulled_by;
+  for (const plan::Transfer* t : plan.TransfersById()) {
+    if (t == nullptr) continue;
+    if (t->rank == me && t->peer != me) peers.insert(t->peer);
+    if (t->dst_rank() == me && t->signal >= 0) l.incoming_signals.push_back(t->signal);
+    if (t->kind == plan::TransferKind::kPull && t->peer == me && t->rank != me) {
+      pulled_by.insert(t->rank);
+    }
+  }
+  std::sort(l.incoming_signals.begin(), l.incoming_signals.end());
+  l.incoming_signals.erase(std::unique(l.incoming_signals.begin(), l.incoming_signals.end()),
+                           l.incoming_signals.end());
+  ASSIGN_OR_RETURN(l.identity_fills, IdentityFills(plan, me, bound.slot_addresses_));
+  l.guarded_peers.assign(peers.begin(), peers.end());
+  l.pulled_by.assign(pulled_by.begin(), pulled_by.end());
+  if (backend == Backend::kCopyEngine) {
+    auto address = [&bound](const std::string& buffer, int r) -> absl::StatusOr<uint64_t> {
+      auto a = bound.slot_addresses_.find(buffer);
+      if (a == bound.slot_addresses_.end() || a->second[r] == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan buffer '", buffer, "' on rank ", r, " is not bound to symmetric memory"));
+      }
+      return a->second[r];
+    };
+    const std::vector<int>* outgoing =
+        me < static_cast<int>(md.outgoing_transfers.size()) ? &md.outgoing_transfers[me] : nullptr;
+    auto ready = [outgoing](int transfer) -> absl::StatusOr<int> {
+      if (outgoing != nullptr) {
+        auto f = std::find(outgoing->begin(), outgoing->end(), transfer);
+        if (f != outgoing->end()) return static_cast<int>(f - outgoing->begin());
+      }
+      return absl::InternalError(absl::StrCat(
+          "after-compute transfer ", transfer, " is not an outgoing chunk of the kernel"));
+    };
+    ASSIGN_OR_RETURN(l.copy_program, BuildCopyProgram(plan, me, address, ready));
+  }
+  auto [inserted, ok] = bound.launches_.emplace(key, std::move(l));
+  return &inserted->second;
+}
+
+absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
+                                    const LaunchOptions& options) {
+  ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
+  return group_->Launch(*l, stream, LaunchTimeouts{options.timeout});
+}
+
+absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas) {
+  const FusedKernel& k = *bound.kernel_;
+  const jit::LaunchMetadata& md = k.local_metadata();
+  if (k.local_fn_ == nullptr) {
+    ASSIGN_OR_RETURN(LoadedVariant local, CompileAndLoad(group_->context(), cache_, k.local_, ""));
+    k.local_module_ = std::move(local.module);
+    k.local_fn_ = local.function;
+    k.local_ctas_per_sm_ = local.ctas_per_sm;
+  }
+  KernelLaunch l;
+  l.function = k.local_fn_;
+  l.block[0] = static_cast<unsigned>(md.block_dim);
+  l.shared_bytes = static_cast<unsigned>(md.dynamic_smem_bytes);
+  const int resident = k.local_ctas_per_sm_ * group_->context().sm_count();
+  l.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : std::max(1, std::min(md.num_tiles, resident)));
+  l.operands = bound.local_operands_;
+  return group_->LaunchLocal(l, stream);
+}
+
+absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
+    BoundKernel& bound, const LaunchOptions& options) {
+  ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
+  return group_->CaptureGraph(*l, LaunchTimeouts{options.timeout});
+}
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,135 @@
+// The public C++ API of the GPU runtime (what the client library exposes): join a node-local
+// group, allocate symmetric buffers, compile a fused overlap kernel (plan x kernel spec -> the
+// overlap compiler -> NVRTC, through the kernel cache when one is given), bind operands to memory,
+// launch on a stream with {backend, timeout}, Sync(). Also the identity-schedule (local) variant
+// of the same kernel for baselines.
+//
+//   ASSIGN_OR_RETURN(auto rt, OverlapRuntime::Join({"job7", rank, world, gpu}));
+//   ASSIGN_OR_RETURN(auto* a, rt->AllocateSymmetric("A", bytes));
+//   ASSIGN_OR_RETURN(auto kernel, rt->Compile(plan, spec, gemm_source));
+//   ASSIGN_OR_RETURN(auto bound, rt->Bind(*kernel, {{"A", a->local()}, {"B", b}, {"C", c}}));
+//   RETURN_IF_ERROR(rt->Launch(*bound, stream, {.backend = Backend::kCopyEngine}));
+//   RETURN_IF_ERROR(rt->Sync(stream));  // DeadlineExceeded names a peer that never delivered
+//
+// Backends (per launch, no recompilation): kCopyEngine runs the plan's transfers on side streams
+// (copies only: plans with reductions need kSm); kSm runs them in communication CTAs of the fused
+// kernel, and the compiler lets a chunk's last producer tile move it itself ("direct" chunks:
+// stores / atomic reductions from the epilogue into the peer). kDirect is accepted as kSm with
+// one communication CTA for whatever is not direct.
+//
+// Thread-safety: one thread at a time per OverlapRuntime; kernels and bindings are immutable
+// after creation and may be shared by launches of the same runtime.
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/kernel_spec.h"
+#include "runtime/cuda/group.h"
+#include "runtime/plan/plan.h"
+
+namespace syncopate::cuda {
+
+struct LaunchOptions {
+  Backend backend = Backend::kCopyEngine;
+  absl::Duration timeout = absl::Milliseconds(2000);  // every wait's deadline
+  int comm_ctas = 0;     // SM backend: 0 = the compiler's suggestion (at least 1)
+  int compute_ctas = 0;  // 0 = persistent: min(tiles, resident CTAs for the rest of the GPU)
+};
+
+// A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
+class FusedKernel {
+ public:
+  const jit::LaunchMetadata& metadata() const { return fused_.metadata; }
+  const jit::LaunchMetadata& local_metadata() const { return local_.metadata; }
+  const plan::Plan& plan() const { return plan_; }
+  const jit::KernelSpec& spec() const { return spec_; }
+  const std::string& fused_source() const { return fused_.source; }
+  double compile_ms() const { return compile_ms_; }  // NVRTC time of the fused variant
+
+ private:
+  friend class OverlapRuntime;
+  plan::Plan plan_;
+  jit::KernelSpec spec_;
+  jit::GeneratedKernel fused_;
+  jit::GeneratedKernel local_;
+  Module fused_module_;
+  CUfunction fused_fn_ = nullptr;
+  int fused_ctas_per_sm_ = 0;
+  // The local variant is compiled on first use (LaunchLocal): most users never launch it.
+  mutable Module local_module_;
+  mutable CUfunction local_fn_ = nullptr;
+  mutable int local_ctas_per_sm_ = 0;
+  double compile_ms_ = 0;
+};
+
+// A kernel with memory bound to every operand slot; holds the peer-operand table and the
+// per-backend launch descriptions.
+class BoundKernel {
+ public:
+  const FusedKernel& kernel() const { return *kernel_; }
+
+ private:
+  friend class OverlapRuntime;
+  const FusedKernel* kernel_ = nullptr;
+  std::array<void*, kMaxOperands> operands_{};
+  std::array<void*, kMaxOperands> local_operands_{};  // spec operands, for the local kernel
+  DeviceBuffer peer_table_;
+  std::map<std::string, std::vector<CUdeviceptr>> slot_addresses_;  // buffer -> per rank
+  std::map<std::pair<int, int>, KernelLaunch> launches_;  // (backend, comm ctas) -> launch
+};
+
+class OverlapRuntime {
+ public:
+  // Joins the node-local group (collective; see Group::Create). `cache` (optional, shared,
+  // must outlive the runtime) serves compiles.
+  static absl::StatusOr<std::unique_ptr<OverlapRuntime>> Join(const GroupOptions& options,
+                                                              cache::KernelCache* cache = nullptr);
+
+  int rank() const { return group_->rank(); }
+  int world_size() const { return group_->world_size(); }
+  Group& group() { return *group_; }
+  const DriverApi& api() const { return group_->api(); }
+
+  // Collective: every rank allocates `name` with the same size, in the same order.
+  absl::StatusOr<SymmetricBuffer*> AllocateSymmetric(const std::string& name, size_t bytes);
+
+  // Generates (overlap compiler) and compiles (NVRTC for this GPU's sm_XX) the fused and local
+  // variants of `kernel_source` for `plan`. Not collective, but every rank must compile the same.
+  absl::StatusOr<std::unique_ptr<FusedKernel>> Compile(const plan::Plan& plan,
+                                                       const jit::KernelSpec& spec,
+                                                       std::string_view kernel_source);
+
+  // Binds every operand slot of the kernel (metadata().operands, by slot name) to this rank's
+  // memory. Slots that peers access (consumed / produced / plan-only) must be symmetric buffers
+  // from AllocateSymmetric (the pointer is looked up), others may be any device pointer.
+  // Collective only in that every rank must bind the same buffers.
+  absl::StatusOr<std::unique_ptr<BoundKernel>> Bind(
+      const FusedKernel& kernel, const std::map<std::string, CUdeviceptr>& operands);
+
+  // Launch e = epoch()+1 of the fused kernel on `stream` (asynchronous).
+  absl::Status Launch(BoundKernel& bound, CUstream stream, const LaunchOptions& options);
+  // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
+  // on the first call.
+  absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0);
+  // Waits for every launch on `stream`; DeadlineExceeded names the peer that did not deliver.
+  absl::Status Sync(CUstream stream) { return group_->Sync(stream); }
+  // One launch captured into a CUDA graph; each Replay() is the next launch (group.h).
+  absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(BoundKernel& bound,
+                                                            const LaunchOptions& options);
+
+ private:
+  absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options);
+  std::unique_ptr<Group> group_;
+  cache::KernelCache* cache_ = nullptr;
+};
+
+}  // namespace syncopate::cuda

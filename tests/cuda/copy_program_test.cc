@@ -1,0 +1,147 @@
+// The copy-engine program built from template plans: copies land in the right rank's buffer and
+// cover exactly the transfer's bytes, every peer write is guarded by the peer's "entered" word,
+// signals go to the destination rank, reductions are refused. No GPU (LABEL unit).
+#include "runtime/cuda/copy_program.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/plan/templates.h"
+
+namespace syncopate::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kSpan = 1ull << 32;
+uint64_t Base(int rank) { return (static_cast<uint64_t>(rank) + 1) * kSpan; }
+
+BufferAddressFn Addresses() {
+  return [](const std::string& buffer, int rank) -> absl::StatusOr<uint64_t> {
+    return Base(rank) + (buffer == "data" || buffer == "input" ? 0 : kSpan / 2);
+  };
+}
+
+struct Case {
+  std::string name;
+  int world;
+  int chunks;
+  plan::Shape shape;
+};
+
+class AllGatherProgramTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllGatherProgramTest, CopiesGuardsAndSignalsMatchThePlan) {
+  const Case& c = GetParam();
+  plan::TemplateParams tp;
+  tp.world_size = c.world;
+  tp.shape = c.shape;
+  tp.dtype = plan::DType::kBF16;
+  tp.chunks_per_shard = c.chunks;
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate(c.name, tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<const plan::Transfer*> by_id = p->TransfersById();
+  for (int r = 0; r < c.world; ++r) {
+    absl::StatusOr<CopyProgram> prog = BuildCopyProgram(*p, r, Addresses());
+    ASSERT_TRUE(prog.ok()) << prog.status();
+    size_t expected_steps = 0;
+    for (const auto& ch : p->ranks[r].channels) expected_steps += ch.size();
+    ASSERT_EQ(prog->steps.size(), expected_steps);
+    std::set<std::pair<int, int>> guarded;  // (channel, peer) seen so far
+    for (const CopyStep& s : prog->steps) {
+      const plan::Transfer& t = *by_id[s.transfer];
+      EXPECT_EQ(t.rank, r);
+      const int src = t.src_rank(), dst = t.dst_rank();
+      uint64_t bytes = 0;
+      for (const Copy2D& cp : s.copies) {
+        EXPECT_GE(cp.src, Base(src));
+        EXPECT_LT(cp.src + (cp.rows - 1) * cp.src_pitch + cp.row_bytes, Base(src) + kSpan);
+        EXPECT_GE(cp.dst, Base(dst));
+        EXPECT_LT(cp.dst + (cp.rows - 1) * cp.dst_pitch + cp.row_bytes, Base(dst) + kSpan);
+        bytes += cp.row_bytes * cp.rows;
+      }
+      EXPECT_EQ(bytes, static_cast<uint64_t>(t.dst_region.NumElements()) * 2) << t.id;
+      EXPECT_EQ(s.signal_rank, dst);
+      EXPECT_EQ(s.signal, t.signal);
+      // Before its first copy to / from a peer on a channel, a step waits for the peer's entry.
+      if (t.peer != r && guarded.insert({s.channel, t.peer}).second) {
+        EXPECT_THAT(s.waits, ::testing::Contains(WordWait{WaitKind::kEntered, r, t.peer}))
+            << "transfer " << t.id;
+      }
+      // Dependencies delivered to this rank become waits on its own signal words.
+      for (int d : t.deps) {
+        const plan::Transfer& dep = *by_id[d];
+        if (dep.rank != r && dep.dst_rank() == r) {
+          EXPECT_THAT(s.waits, ::testing::Contains(WordWait{WaitKind::kSignal, r, dep.signal}));
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Templates, AllGatherProgramTest,
+    ::testing::Values(Case{"allgather.push", 2, 1, {8, 6}}, Case{"allgather.push", 3, 2, {10, 6}},
+                      Case{"allgather.push", 4, 8, {37, 5}}, Case{"allgather.pull", 3, 3, {11, 4}},
+                      Case{"allgather.ring", 4, 2, {16, 3}}, Case{"allgather.push", 3, 2, {7, 9, 5}}),
+    [](const auto& info) {
+      std::string n = absl::StrCat(info.param.name, "_w", info.param.world, "_c", info.param.chunks,
+                                   "_r", info.param.shape.size());
+      for (char& ch : n) if (ch == '.') ch = '_';
+      return n;
+    });
+
+TEST(CopyProgramTest, PullProgramsTellTheSourceWhenDrained) {
+  plan::TemplateParams tp;
+  tp.world_size = 3;
+  tp.shape = {9, 4};
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.pull", tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<CopyProgram> prog = BuildCopyProgram(*p, 1, Addresses());
+  ASSERT_TRUE(prog.ok()) << prog.status();
+  for (const CopyStep& s : prog->steps) EXPECT_GE(s.drained_rank, 0);
+  EXPECT_THAT(prog->pulled_by, ::testing::ElementsAre(0, 2));
+}
+
+TEST(CopyProgramTest, ReductionsNeedAnotherBackend) {
+  plan::TemplateParams tp;
+  tp.world_size = 2;
+  tp.shape = {8, 4};
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("reducescatter.ring", tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::Status s = BuildCopyProgram(*p, 0, Addresses()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("SM"));
+}
+
+TEST(CopyProgramTest, AfterComputeTransfersWaitForChunkReady) {
+  plan::TemplateParams tp;
+  tp.world_size = 2;
+  tp.shape = {8, 4};
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.push", tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (auto& ch : p->ranks[0].channels)
+    for (plan::Transfer& t : ch) t.after_compute = true;
+  absl::StatusOr<CopyProgram> prog =
+      BuildCopyProgram(*p, 0, Addresses(), [](int t) -> absl::StatusOr<int> { return 40 + t; });
+  ASSERT_TRUE(prog.ok()) << prog.status();
+  for (const CopyStep& s : prog->steps) {
+    EXPECT_THAT(s.waits, ::testing::Contains(WordWait{WaitKind::kChunkReady, 0, 40 + s.transfer}));
+  }
+}
+
+TEST(CopyProgramTest, RankOutOfRange) {
+  plan::TemplateParams tp;
+  tp.world_size = 2;
+  tp.shape = {8, 4};
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.push", tp);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(BuildCopyProgram(*p, 2, Addresses()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace syncopate::cuda

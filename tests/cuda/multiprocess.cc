@@ -1,0 +1,127 @@
+// Forked-rank test harness; see multiprocess.h.
+#include "tests/cuda/multiprocess.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/cuda/driver.h"
+
+namespace syncopate::testing {
+namespace {
+
+void WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
+                                   const std::function<absl::Status(int rank)>& fn) {
+  std::vector<pid_t> pids(world, -1);
+  std::vector<int> fds(world, -1);
+  std::vector<std::string> out(world);
+  std::vector<absl::Status> result(world, absl::InternalError("not started"));
+  for (int r = 0; r < world; ++r) {
+    int p[2];
+    if (::pipe(p) != 0) {
+      result[r] = absl::InternalError("pipe failed");
+      continue;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(p[0]);
+      absl::Status s = fn(r);
+      WriteAll(p[1], absl::StrCat(static_cast<int>(s.code()), "\n", s.message()));
+      ::close(p[1]);
+      ::_exit(0);
+    }
+    ::close(p[1]);
+    pids[r] = pid;
+    fds[r] = p[0];
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  int open = 0;
+  for (int fd : fds) open += fd >= 0;
+  while (open > 0) {
+    std::vector<pollfd> polls;
+    std::vector<int> ranks;
+    for (int r = 0; r < world; ++r) {
+      if (fds[r] >= 0) {
+        polls.push_back({fds[r], POLLIN, 0});
+        ranks.push_back(r);
+      }
+    }
+    int ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    int n = ::poll(polls.data(), polls.size(), ms);
+    if (n == 0) break;  // deadline
+    for (size_t i = 0; i < polls.size(); ++i) {
+      if (polls[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t got = ::read(polls[i].fd, buf, sizeof(buf));
+      if (got > 0) {
+        out[ranks[i]].append(buf, static_cast<size_t>(got));
+      } else {
+        ::close(fds[ranks[i]]);
+        fds[ranks[i]] = -1;
+        --open;
+      }
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (pids[r] < 0) continue;
+    if (fds[r] >= 0) {
+      ::kill(pids[r], SIGKILL);  // only the children this call forked
+      ::close(fds[r]);
+      result[r] = absl::DeadlineExceededError(absl::StrCat(
+          "rank ", r, " did not finish within ", absl::FormatDuration(timeout), " (killed)"));
+    }
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    if (!result[r].ok() && result[r].code() == absl::StatusCode::kDeadlineExceeded &&
+        out[r].empty()) {
+      continue;
+    }
+    size_t nl = out[r].find('\n');
+    int code = 0;
+    if (nl == std::string::npos || !absl::SimpleAtoi(out[r].substr(0, nl), &code)) {
+      result[r] = absl::InternalError(absl::StrCat(
+          "rank ", r, " exited without a result (",
+          WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                              : absl::StrCat("exit ", WEXITSTATUS(status)),
+          ")"));
+      continue;
+    }
+    result[r] = absl::Status(static_cast<absl::StatusCode>(code), out[r].substr(nl + 1));
+  }
+  return result;
+}
+
+bool ProbeGpu(std::string* why) {
+  std::vector<absl::Status> s = RunRanks(1, absl::Seconds(60), [](int) -> absl::Status {
+    std::string reason;
+    if (!cuda::GpuAvailable(&reason)) return absl::UnavailableError(reason);
+    return absl::OkStatus();
+  });
+  if (!s[0].ok() && why) *why = std::string(s[0].message());
+  return s[0].ok();
+}
+
+std::string UniqueGroupId(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return absl::StrCat(prefix, ::getpid(), "_", n++);
+}
+
+}  // namespace syncopate::testing

@@ -1,0 +1,157 @@
+// Fused AllGather+GEMM and GEMM+ReduceScatter across rank processes on one GPU, through the whole
+// product path (template plan -> overlap compiler -> NVRTC / kernel cache -> symmetric memory ->
+// launch protocol), checked element by element against an fp32 reference GEMM; plus thousands of
+// launches, CUDA-graph replay, and a rank that never launches. LABEL gpu; skips without a GPU.
+#include <cstdlib>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cuda/gpu_test_env.h"
+#include "tests/cuda/multiprocess.h"
+#include "tests/cuda/workloads.h"
+
+namespace syncopate::testing {
+namespace {
+
+using cuda::Backend;
+using ::testing::HasSubstr;
+
+uint64_t FreshSeed() {
+  static std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+struct Param {
+  std::string workload;  // "ag" or "rs"
+  std::string plan_template;
+  int world;
+  plan::DType dtype;
+  Backend backend;
+  int chunks;
+  int64_t m, n, k;
+};
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  const Param& p = info.param;
+  std::string t = p.plan_template.substr(p.plan_template.find('.') + 1);
+  return absl::StrCat(p.workload, "_", t, "_w", p.world, "_", plan::DTypeName(p.dtype), "_",
+                      cuda::BackendName(p.backend), "_c", p.chunks);
+}
+
+std::vector<absl::Status> RunWorkload(const Param& p, WorkloadConfig base) {
+  base.group_id = UniqueGroupId("ov");
+  base.world = p.world;
+  base.dtype = p.dtype;
+  base.backend = p.backend;
+  base.plan_template = p.plan_template;
+  base.chunks = p.chunks;
+  base.m = p.m, base.n = p.n, base.k = p.k;
+  base.seed = FreshSeed();
+  return RunRanks(p.world, absl::Seconds(300), [&](int r) {
+    WorkloadConfig c = base;
+    c.rank = r;
+    return p.workload == "ag" ? RunAllGatherGemm(c) : RunGemmReduceScatter(c);
+  });
+}
+
+class FusedWorkloadTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(FusedWorkloadTest, MatchesReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  WorkloadConfig c;
+  c.launches = 3;  // fresh inputs each launch, epochs 1..3
+  auto results = RunWorkload(GetParam(), c);
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  }
+}
+
+// Shapes are not multiples of the 128 x 128 tiles; K = 200 takes the kernel's scalar load path.
+std::vector<Param> Matrix() {
+  std::vector<Param> v;
+  int chunk = 1;
+  for (int world : {2, 3, 4}) {
+    for (plan::DType dt : {plan::DType::kBF16, plan::DType::kF16}) {
+      for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+        v.push_back({"ag", "allgather.push", world, dt, b, chunk, 300 + 37 * world, 200 + 8 * world,
+                     world == 3 ? 200 : 264});
+        chunk = chunk % 8 + 1;
+      }
+      v.push_back({"rs", "reducescatter.direct", world, dt, Backend::kSm, chunk, 260 + 29 * world,
+                   136 + 8 * world, world == 2 ? 200 : 96});
+      chunk = chunk % 8 + 1;
+    }
+  }
+  v.push_back({"ag", "allgather.ring", 4, plan::DType::kBF16, Backend::kCopyEngine, 2, 515, 260, 128});
+  v.push_back({"ag", "allgather.ring", 3, plan::DType::kF16, Backend::kSm, 3, 515, 260, 128});
+  v.push_back({"ag", "allgather.pull", 3, plan::DType::kBF16, Backend::kCopyEngine, 2, 390, 200, 64});
+  v.push_back({"rs", "reducescatter.ring", 3, plan::DType::kBF16, Backend::kSm, 2, 390, 264, 64});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, FusedWorkloadTest, ::testing::ValuesIn(Matrix()), Name);
+
+TEST(FusedLoopTest, ThousandsOfLaunches) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    WorkloadConfig c;
+    c.launches = 2000;
+    c.check_every = 250;
+    auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 256, 128, 64}, c);
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
+    }
+  }
+}
+
+TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    WorkloadConfig c;
+    c.graph = true;
+    c.launches = 200;
+    c.check_every = 25;
+    auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, b, 2, 300, 136, 64}, c);
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
+    }
+  }
+  WorkloadConfig rs;
+  rs.graph = true;
+  rs.launches = 50;
+  rs.check_every = 10;
+  auto results = RunWorkload({"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 260, 136, 64}, rs);
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rs rank " << r << ": " << results[r];
+}
+
+TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    WorkloadConfig c;
+    c.absent_rank = 2;
+    c.timeout = absl::Milliseconds(200);
+    const absl::Time start = absl::Now();
+    auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, b, 2, 300, 136, 64}, c);
+    EXPECT_TRUE(results[2].ok()) << results[2];
+    for (int r : {0, 1}) {
+      EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
+          << cuda::BackendName(b) << " rank " << r << ": " << results[r];
+      EXPECT_THAT(results[r].message(), HasSubstr("rank 2")) << results[r];
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(120));
+  }
+}
+
+TEST(FusedBackendTest, CopyEngineRefusesReductions) {
+  SYNCOPATE_REQUIRE_GPU();
+  WorkloadConfig c;
+  auto results = RunWorkload({"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kCopyEngine, 1, 256, 128, 64}, c);
+  for (const absl::Status& s : results) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  }
+}
+
+}  // namespace
+}  // namespace syncopate::testing

@@ -1,0 +1,282 @@
+// Fused AllGather+GEMM and GEMM+ReduceScatter workloads for the GPU tests; see workloads.h.
+#include "tests/cuda/workloads.h"
+
+#include <unistd.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/embedded_headers.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/templates.h"
+#include "tests/cuda/test_kernels.h"
+
+namespace syncopate::testing {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::OverlapRuntime;
+
+// bf16 output rounding is 2^-8 relative; fp32 accumulation order differs a little.
+constexpr double kRtol = 1e-2;
+constexpr double kAtol = 2e-3;
+
+uint64_t Seed(uint64_t base, int launch, int who) {
+  return base * 1000003ull + static_cast<uint64_t>(launch) * 7919ull + static_cast<uint64_t>(who);
+}
+
+// Rows [lo, hi) of axis 0 that `rank` holds in `buffer` at the start (its shard).
+absl::StatusOr<std::pair<int64_t, int64_t>> ShardRows(const plan::Plan& p, int rank,
+                                                      const std::string& buffer) {
+  auto it = p.ranks[rank].initial.find(buffer);
+  if (it == p.ranks[rank].initial.end() || it->second.boxes().empty()) {
+    return absl::InternalError(absl::StrCat("rank ", rank, " has no initial ", buffer));
+  }
+  int64_t lo = INT64_MAX, hi = 0;
+  for (const plan::Box& b : it->second.boxes()) {
+    lo = std::min(lo, b.lo[0]);
+    hi = std::max(hi, b.hi[0]);
+  }
+  return std::make_pair(lo, hi);
+}
+
+struct Setup {
+  std::unique_ptr<cache::KernelCache> cache;
+  std::unique_ptr<OverlapRuntime> rt;
+  std::unique_ptr<cuda::FusedKernel> kernel;
+  std::unique_ptr<TestKernels> tk;
+  cuda::Stream stream;
+  plan::Plan plan;
+};
+
+absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, const plan::Shape& shape,
+                              const jit::KernelSpec& spec) {
+  Setup s;
+  cache::KernelCache::Options co;
+  co.dir = TestCacheDir();
+  ASSIGN_OR_RETURN(s.cache, cache::KernelCache::Open(co));
+  cuda::GroupOptions go;
+  go.group_id = c.group_id;
+  go.rank = c.rank;
+  go.world_size = c.world;
+  ASSIGN_OR_RETURN(s.rt, OverlapRuntime::Join(go, s.cache.get()));
+  plan::TemplateParams tp;
+  tp.world_size = c.world;
+  tp.shape = shape;
+  tp.dtype = c.dtype;
+  tp.axis = 0;
+  tp.chunks_per_shard = c.chunks;
+  ASSIGN_OR_RETURN(s.plan, plan::BuildTemplate(c.plan_template, tp));
+  ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_mma.cuh"));
+  ASSIGN_OR_RETURN(s.kernel, s.rt->Compile(s.plan, spec, source));
+  ASSIGN_OR_RETURN(TestKernels tk, TestKernels::Load(s.rt->group().context()));
+  s.tk = std::make_unique<TestKernels>(std::move(tk));
+  ASSIGN_OR_RETURN(s.stream, cuda::Stream::Create(s.rt->api()));
+  return s;
+}
+
+// The launch loop shared by both workloads: before each launch `refill(i)`, after the checked
+// ones `check(i)`. Graph mode captures one launch first.
+absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bound,
+                        const std::function<absl::Status(int)>& refill,
+                        const std::function<absl::Status(int)>& check) {
+  cuda::LaunchOptions lo;
+  lo.backend = c.backend;
+  lo.timeout = c.timeout;
+  std::unique_ptr<cuda::LaunchGraph> graph;
+  if (c.graph) {
+    ASSIGN_OR_RETURN(graph, s.rt->CaptureGraph(bound, lo));
+  }
+  for (int i = 0; i < c.launches; ++i) {
+    RETURN_IF_ERROR(refill(i));
+    if (graph) {
+      RETURN_IF_ERROR(graph->Replay(s.stream.get()));
+    } else {
+      RETURN_IF_ERROR(s.rt->Launch(bound, s.stream.get(), lo));
+    }
+    const bool checked = (i + 1) % c.check_every == 0 || i + 1 == c.launches;
+    if (checked) {
+      absl::Status synced = s.rt->Sync(s.stream.get());
+      if (!synced.ok()) {
+        return absl::Status(synced.code(), absl::StrCat("launch ", i, ": ", synced.message()));
+      }
+      absl::Status ok = check(i);
+      if (!ok.ok()) {
+        return absl::Status(ok.code(), absl::StrCat("rank ", c.rank, " launch ", i, " (seed ",
+                                                    c.seed, "): ", ok.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// After a failed launch: the context must still run kernels. Runs the local kernel on whatever
+// `a`/`b` hold and checks it against the reference on the same data.
+absl::Status CheckDeviceUsable(Setup& s, cuda::BoundKernel& bound, CUdeviceptr a, CUdeviceptr b,
+                               CUdeviceptr c_out, CUdeviceptr ref, const WorkloadConfig& c) {
+  const cuda::DriverApi& api = s.rt->api();
+  CUstream st = s.stream.get();
+  RETURN_IF_ERROR(s.tk->Fill(a, c.m * c.k, c.dtype, Seed(c.seed, 99, 0), st));
+  RETURN_IF_ERROR(s.tk->Poison16(c_out, c.m * c.n, st));
+  RETURN_IF_ERROR(s.rt->LaunchLocal(bound, st));
+  RETURN_IF_ERROR(s.tk->ReferenceGemm(a, b, ref, c.m, c.n, c.k, c.dtype, false, st));
+  ASSIGN_OR_RETURN(auto got, Download16(api, c_out, c.m * c.n, st));
+  ASSIGN_OR_RETURN(auto want, DownloadF32(api, ref, c.m * c.n, st));
+  return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol,
+                            "local launch after the failed one");
+}
+
+}  // namespace
+
+std::string TestCacheDir() {
+  const char* env = std::getenv("SYNCOPATE_TEST_CACHE");
+  return env ? env : "/tmp/syncopate-gpu-test-cache";
+}
+
+absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
+  jit::KernelSpec spec = jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype);
+  ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.k}, spec));
+  const cuda::DriverApi& api = s.rt->api();
+  CUstream st = s.stream.get();
+  const int64_t es = 2;
+  ASSIGN_OR_RETURN(cuda::SymmetricBuffer * data, s.rt->AllocateSymmetric("data", c.m * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(api, c.n * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(api, c.m * c.n * es));
+  ASSIGN_OR_RETURN(DeviceBuffer full_a, DeviceBuffer::Allocate(api, c.m * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer ref, DeviceBuffer::Allocate(api, c.m * c.n * 4));
+  ASSIGN_OR_RETURN(auto bound, s.rt->Bind(*s.kernel, {{"A", data->local()},
+                                                     {"B", b.get()},
+                                                     {"C", out.get()}}));
+  std::vector<std::pair<int64_t, int64_t>> shards;
+  for (int q = 0; q < c.world; ++q) {
+    ASSIGN_OR_RETURN(auto rows, ShardRows(s.plan, q, "data"));
+    shards.push_back(rows);
+  }
+  // Rank q's shard of launch i, written at `base` (a full [M, K] buffer).
+  auto fill_shard = [&](CUdeviceptr base, int q, int i) {
+    auto [lo, hi] = shards[q];
+    return s.tk->Fill(base + lo * c.k * es, (hi - lo) * c.k, c.dtype, Seed(c.seed, i, q), st);
+  };
+  if (c.absent_rank == c.rank) {
+    // Joined and ready, but never launches: the others must time out naming this rank.
+    RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());
+    return s.rt->group().rendezvous().Barrier();
+  }
+  auto refill = [&](int i) -> absl::Status {
+    // Peers' rows are poisoned: a chunk that never arrives shows up as NaN.
+    RETURN_IF_ERROR(s.tk->Poison16(data->local(), c.m * c.k, st));
+    RETURN_IF_ERROR(fill_shard(data->local(), c.rank, i));
+    RETURN_IF_ERROR(s.tk->Fill(b.get(), c.n * c.k, c.dtype, Seed(c.seed, i, 1000 + c.rank), st));
+    return s.tk->Poison16(out.get(), c.m * c.n, st);
+  };
+  auto check = [&](int i) -> absl::Status {
+    for (int q = 0; q < c.world; ++q) RETURN_IF_ERROR(fill_shard(full_a.get(), q, i));
+    ASSIGN_OR_RETURN(auto gathered, Download16(api, data->local(), c.m * c.k, st));
+    ASSIGN_OR_RETURN(auto expected_a, Download16(api, full_a.get(), c.m * c.k, st));
+    for (int64_t e = 0; e < c.m * c.k; ++e) {
+      if (gathered[e] != expected_a[e]) {
+        return absl::DataLossError(absl::StrCat("gathered A differs at row ", e / c.k, " col ",
+                                                e % c.k, ": got 0x", absl::Hex(gathered[e]),
+                                                ", want 0x", absl::Hex(expected_a[e])));
+      }
+    }
+    RETURN_IF_ERROR(s.tk->ReferenceGemm(full_a.get(), b.get(), ref.get(), c.m, c.n, c.k, c.dtype,
+                                        false, st));
+    ASSIGN_OR_RETURN(auto got, Download16(api, out.get(), c.m * c.n, st));
+    ASSIGN_OR_RETURN(auto want, DownloadF32(api, ref.get(), c.m * c.n, st));
+    return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol, "C = allgather(A) B^T");
+  };
+  absl::Status status = LaunchLoop(c, s, *bound, refill, check);
+  if (c.absent_rank >= 0) {
+    // Every rank's launch has ended (failed) before anyone reuses its buffers.
+    RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());
+    absl::Status usable =
+        CheckDeviceUsable(s, *bound, data->local(), b.get(), out.get(), ref.get(), c);
+    RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());
+    if (!usable.ok()) {
+      return absl::Status(usable.code(), absl::StrCat(usable.message(), " (after: ",
+                                                      status.ToString(), ")"));
+    }
+  }
+  return status;
+}
+
+absl::Status RunGemmReduceScatter(const WorkloadConfig& c) {
+  jit::KernelSpec spec = jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype);
+  ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.n}, spec));
+  const cuda::DriverApi& api = s.rt->api();
+  CUstream st = s.stream.get();
+  const int64_t es = 2;
+  const plan::BufferSpec* out_spec = s.plan.FindBuffer("output");
+  if (out_spec == nullptr) return absl::InternalError("plan has no output buffer");
+  const int64_t out_elems = out_spec->NumElements();
+  ASSIGN_OR_RETURN(cuda::SymmetricBuffer * input, s.rt->AllocateSymmetric("input", c.m * c.n * es));
+  ASSIGN_OR_RETURN(cuda::SymmetricBuffer * output, s.rt->AllocateSymmetric("output", out_elems * es));
+  ASSIGN_OR_RETURN(DeviceBuffer a, DeviceBuffer::Allocate(api, c.m * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(api, c.n * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer qa, DeviceBuffer::Allocate(api, c.m * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer qb, DeviceBuffer::Allocate(api, c.n * c.k * es));
+  ASSIGN_OR_RETURN(DeviceBuffer ref, DeviceBuffer::Allocate(api, c.m * c.n * 4));
+  ASSIGN_OR_RETURN(auto bound, s.rt->Bind(*s.kernel, {{"A", a.get()},
+                                                     {"B", b.get()},
+                                                     {"C", input->local()},
+                                                     {"output", output->local()}}));
+  if (c.absent_rank == c.rank) return s.rt->group().rendezvous().Barrier();
+  // Where this rank's result lives: the postcondition's region of "output" on this rank, and the
+  // rows of the full product it holds.
+  const plan::Expectation* mine = nullptr;
+  for (const plan::Expectation& e : s.plan.postcondition) {
+    if (e.rank == c.rank && e.buffer == "output") mine = &e;
+  }
+  if (mine == nullptr || mine->sources.empty()) {
+    return absl::InternalError("plan has no postcondition for this rank's output");
+  }
+  // The output buffer is as large as the largest shard; this rank's result may be shorter.
+  const int64_t row0 = mine->sources[0].region.boxes()[0].lo[0];
+  const int64_t rows = mine->region.NumElements() / c.n;
+  auto refill = [&](int i) -> absl::Status {
+    RETURN_IF_ERROR(s.tk->Fill(a.get(), c.m * c.k, c.dtype, Seed(c.seed, i, c.rank), st));
+    RETURN_IF_ERROR(s.tk->Fill(b.get(), c.n * c.k, c.dtype, Seed(c.seed, i, 1000 + c.rank), st));
+    RETURN_IF_ERROR(s.tk->Poison16(input->local(), c.m * c.n, st));
+    return s.tk->Poison16(output->local(), out_elems, st);
+  };
+  auto check = [&](int i) -> absl::Status {
+    for (int q = 0; q < c.world; ++q) {
+      RETURN_IF_ERROR(s.tk->Fill(qa.get(), c.m * c.k, c.dtype, Seed(c.seed, i, q), st));
+      RETURN_IF_ERROR(s.tk->Fill(qb.get(), c.n * c.k, c.dtype, Seed(c.seed, i, 1000 + q), st));
+      RETURN_IF_ERROR(s.tk->ReferenceGemm(qa.get(), qb.get(), ref.get(), c.m, c.n, c.k, c.dtype,
+                                          q > 0, st));
+    }
+    ASSIGN_OR_RETURN(auto got, Download16(api, output->local(), rows * c.n, st));
+    ASSIGN_OR_RETURN(auto all, DownloadF32(api, ref.get(), c.m * c.n, st));
+    // For a failure report: did this rank's own GEMM produce its partial ("input")?
+    auto own_partial = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(DeviceBuffer own, DeviceBuffer::Allocate(api, c.m * c.n * 4));
+      RETURN_IF_ERROR(s.tk->ReferenceGemm(a.get(), b.get(), own.get(), c.m, c.n, c.k, c.dtype,
+                                          false, st));
+      ASSIGN_OR_RETURN(auto in, Download16(api, input->local(), c.m * c.n, st));
+      ASSIGN_OR_RETURN(auto want_in, DownloadF32(api, own.get(), c.m * c.n, st));
+      return CompareToReference(in, want_in, c.m, c.n, c.dtype, kRtol, kAtol,
+                                "own partial in \"input\"");
+    };
+    std::vector<float> want(all.begin() + row0 * c.n, all.begin() + (row0 + rows) * c.n);
+    // Each rank's partial is rounded to 16 bits before the reduction: a looser bound.
+    absl::Status ok = CompareToReference(got, want, rows, c.n, c.dtype, 2 * kRtol, 4 * kAtol,
+                                         absl::StrCat("rows [", row0, ", ", row0 + rows,
+                                                      ") of sum_r A_r B_r^T"));
+    if (ok.ok()) return ok;
+    absl::Status partial = own_partial();
+    return absl::Status(ok.code(), absl::StrCat(ok.message(), "; ",
+                                                partial.ok() ? "own partial in \"input\" is right"
+                                                             : partial.message()));
+  };
+  absl::Status status = LaunchLoop(c, s, *bound, refill, check);
+  if (c.absent_rank >= 0) {
+    absl::Status barrier = s.rt->group().rendezvous().Barrier();
+    if (!barrier.ok() && status.ok()) return barrier;
+  }
+  return status;
+}
+
+}  // namespace syncopate::testing

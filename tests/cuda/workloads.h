@@ -1,0 +1,45 @@
+// The fused workloads the GPU tests run inside each rank process: AllGather+GEMM (consumer side:
+// tiles wait for the gathered rows of A) and GEMM+ReduceScatter (producer side: finished tiles of
+// C leave as chunks, reduced on their owner). Each call joins a group, compiles through the
+// overlap compiler + NVRTC (kernel cache shared by the ranks), binds symmetric buffers, runs
+// `launches` launches with fresh random inputs and poisoned outputs, and checks every output
+// element against the fp32 reference GEMM (test_kernels.h) at the checked launches.
+// Thread-safety: runs in a forked rank process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/cuda/overlap_runtime.h"
+#include "runtime/plan/plan.h"
+
+namespace syncopate::testing {
+
+struct WorkloadConfig {
+  std::string group_id;
+  int world = 2;
+  int rank = 0;
+  plan::DType dtype = plan::DType::kBF16;
+  cuda::Backend backend = cuda::Backend::kCopyEngine;
+  std::string plan_template;  // "allgather.push", "reducescatter.direct", ...
+  int chunks = 1;
+  int64_t m = 0, n = 0, k = 0;
+  int launches = 1;
+  int check_every = 1;  // check after launch i when (i + 1) % check_every == 0, and the last
+  bool graph = false;   // capture one launch, replay `launches` times
+  uint64_t seed = 1;
+  absl::Duration timeout = absl::Seconds(20);
+  // Fault injection: this rank joins, compiles, binds, then never launches (waits at a barrier
+  // the others reach after their failed launch).
+  int absent_rank = -1;
+};
+
+absl::Status RunAllGatherGemm(const WorkloadConfig& config);
+absl::Status RunGemmReduceScatter(const WorkloadConfig& config);
+
+// Directory of the kernel cache the test ranks share (so one rank compiles, the others load).
+std::string TestCacheDir();
+
+}  // namespace syncopate::testing
