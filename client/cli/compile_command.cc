@@ -44,15 +44,6 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
-const char* CacheOutcome(cache::KernelCache::Source source) {
-  switch (source) {
-    case cache::KernelCache::Source::kMemory: return "hit (memory)";
-    case cache::KernelCache::Source::kDisk: return "hit (disk)";
-    case cache::KernelCache::Source::kCompiled: return "miss (compiled)";
-  }
-  return "?";
-}
-
 int RunCompile(const std::vector<std::string>& args) {
   Options o;
   FlagParser flags("syncopate compile");
@@ -153,7 +144,7 @@ int RunCompile(const std::vector<std::string>& args) {
               metadata.suggested_comm_ctas);
   std::printf("compile  %s for %s: %.1f ms%s\n", built->compiled->is_ptx ? "PTX" : "cubin",
               built->compiled->target.c_str(), built->elapsed_ms,
-              o.no_cache ? "" : absl::StrCat(", cache ", CacheOutcome(built->source)).c_str());
+              o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built->source)).c_str());
   std::printf("key      %s\n", built->cache_key.c_str());
   std::printf("wrote    %s (%zu bytes)\n", out.c_str(), built->compiled->binary.size());
   return kExitOk;

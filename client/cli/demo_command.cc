@@ -40,15 +40,6 @@ int Fail(const std::string& step, absl::string_view message) {
   return kExitFailed;
 }
 
-const char* CacheWord(cache::KernelCache::Source source) {
-  switch (source) {
-    case cache::KernelCache::Source::kMemory: return "memory hit";
-    case cache::KernelCache::Source::kDisk: return "disk hit";
-    case cache::KernelCache::Source::kCompiled: return "miss, compiled";
-  }
-  return "?";
-}
-
 // How many tiles of rank 0 wait for each number of chunks, and in how many waves they run.
 void PrintLoweringSummary(const jit::LoweredSchedule& lowered) {
   const jit::RankSchedule& rank0 = lowered.ranks.front();
@@ -149,12 +140,12 @@ int RunDemo(const std::vector<std::string>& args) {
     if (!fused.ok()) return Fail("compiling the fused kernel", fused.status().message());
     auto local = jit::BuildLocalKernel(workload->spec, workload->kernel_source, build);
     if (!local.ok()) return Fail("compiling the local kernel", local.status().message());
-    std::printf("  fused %s: %zu-byte %s in %.1f ms (%s)\n", fused->generated.entry_symbol.c_str(),
+    std::printf("  fused %s: %zu-byte %s in %.1f ms (cache: %s)\n", fused->generated.entry_symbol.c_str(),
                 fused->compiled->binary.size(), fused->compiled->is_ptx ? "PTX" : "cubin",
-                fused->elapsed_ms, CacheWord(fused->source));
-    std::printf("  local %s: %zu-byte %s in %.1f ms (%s)\n", local->generated.entry_symbol.c_str(),
+                fused->elapsed_ms, cache::SourceName(fused->source));
+    std::printf("  local %s: %zu-byte %s in %.1f ms (cache: %s)\n", local->generated.entry_symbol.c_str(),
                 local->compiled->binary.size(), local->compiled->is_ptx ? "PTX" : "cubin",
-                local->elapsed_ms, CacheWord(local->source));
+                local->elapsed_ms, cache::SourceName(local->source));
   }
   std::printf("== done. Running the fused kernel on GPUs: see README (\"On a GPU\").\n");
   return kExitOk;

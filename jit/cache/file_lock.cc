@@ -14,11 +14,6 @@
 
 namespace syncopate::cache {
 
-void ScopedFd::Reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);  // nothing useful to do on failure: the fd is gone either way
-  fd_ = fd;
-}
-
 absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path) { return Lock(path, true); }
 
 absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) { return Lock(path, false); }

@@ -1,11 +1,11 @@
-// Owners for a POSIX file descriptor and for an exclusive flock() on a lock file, used by the
+// The owner of an exclusive flock() on a lock file (fds: runtime/base/scoped_fd.h), used by the
 // disk store and by cross-process single flight (one compile per key across processes).
 //
 // A lock file may be deleted (by garbage collection) while someone waits for it; Acquire()
 // re-checks after locking that the path still names the file it locked, and retries otherwise,
 // so two processes never both "hold" a key through different inodes.
 //
-// Thread-safety: ScopedFd and FileLock are move-only values, not shared between threads. flock
+// Thread-safety: FileLock is a move-only value, not shared between threads. flock
 // locks belong to an open file description, so two FileLocks on one path in one process also
 // exclude each other.
 #pragma once
@@ -14,29 +14,9 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "runtime/base/scoped_fd.h"
 
 namespace syncopate::cache {
-
-class ScopedFd {
- public:
-  ScopedFd() = default;
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(ScopedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  ScopedFd& operator=(ScopedFd&& other) noexcept {
-    if (this != &other) Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  ~ScopedFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 class FileLock {
  public:

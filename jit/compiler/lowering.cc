@@ -67,19 +67,7 @@ absl::StatusOr<std::vector<int>> ArrivalDepths(const plan::Plan& plan,
 
 absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
                                                     const KernelSpec& spec) {
-  std::vector<OperandSlot> slots;
-  for (const OperandSpec* op : spec.Operands()) {
-    OperandSlot s;
-    s.slot = static_cast<int>(slots.size());
-    s.name = op->name;
-    s.buffer = op->buffer;
-    s.dtype = op->dtype;
-    s.role = op->role;
-    s.shape = op->shape;
-    s.bytes = plan::DTypeSize(op->dtype);
-    for (int64_t d : op->shape) s.bytes *= d;
-    slots.push_back(std::move(s));
-  }
+  std::vector<OperandSlot> slots = SpecOperandSlots(spec);
   // Plan buffers transfers touch but no operand binds, in plan buffer order.
   std::vector<char> used(plan.buffers.size(), 0);
   for (const plan::RankPlan& rp : plan.ranks) {
@@ -355,6 +343,23 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
     }
   }
   return out;
+}
+
+std::vector<OperandSlot> SpecOperandSlots(const KernelSpec& spec) {
+  std::vector<OperandSlot> slots;
+  for (const OperandSpec* op : spec.Operands()) {
+    OperandSlot s;
+    s.slot = static_cast<int>(slots.size());
+    s.name = op->name;
+    s.buffer = op->buffer;
+    s.dtype = op->dtype;
+    s.role = op->role;
+    s.shape = op->shape;
+    s.bytes = plan::DTypeSize(op->dtype);
+    for (int64_t d : op->shape) s.bytes *= d;
+    slots.push_back(std::move(s));
+  }
+  return slots;
 }
 
 }  // namespace syncopate::jit

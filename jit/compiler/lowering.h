@@ -140,6 +140,9 @@ struct LoweredSchedule {
 
 absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec);
 
+// The spec's operands as slots 0..n-1, in call order (the local kernel's whole slot list).
+std::vector<OperandSlot> SpecOperandSlots(const KernelSpec& spec);
+
 // Slot index of the plan buffer `buffer` in `slots`, or -1.
 int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer);
 
