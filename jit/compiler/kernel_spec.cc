@@ -549,6 +549,37 @@ KernelSpec GemmSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType
   return s;
 }
 
+int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages) {
+  return static_cast<int>(stages * (tile_m + tile_n) * 128 + 2048);
+}
+
+namespace {
+
+// The mma.sync spec with the wgmma kernel's entry, template arguments and launch shape.
+KernelSpec ToWgmma(KernelSpec s, plan::DType dtype, int64_t tile_m, int64_t tile_n, int stages) {
+  s.entry = "syncopate_examples::gemm_wgmma";
+  s.template_args = {CTypeOf(dtype), absl::StrCat(tile_m), absl::StrCat(tile_n),
+                     absl::StrCat(stages)};
+  s.block_threads = 384;
+  s.dynamic_smem_bytes = GemmWgmmaSmemBytes(tile_m, tile_n, stages);
+  s.name += "_wgmma";
+  return s;
+}
+
+}  // namespace
+
+KernelSpec GemmWgmmaSpecForAllGather(int64_t m, int64_t n, int64_t k, plan::DType dtype,
+                                     int64_t tile_m, int64_t tile_n, int stages) {
+  return ToWgmma(GemmSpecForAllGather(m, n, k, dtype, tile_m, tile_n), dtype, tile_m, tile_n,
+                 stages);
+}
+
+KernelSpec GemmWgmmaSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType dtype,
+                                         int64_t tile_m, int64_t tile_n, int stages) {
+  return ToWgmma(GemmSpecForReduceScatter(m, n, k, dtype, tile_m, tile_n), dtype, tile_m, tile_n,
+                 stages);
+}
+
 KernelSpec RmsNormSpecForAllGather(int64_t rows, int64_t cols, plan::DType dtype,
                                    int64_t tile_rows) {
   KernelSpec s;

@@ -131,6 +131,18 @@ KernelSpec GemmSpecForAllGather(int64_t m, int64_t n, int64_t k, plan::DType dty
 // GEMM + ReduceScatter: C is the plan buffer "input" [M, N] (produced), A and B local.
 KernelSpec GemmSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType dtype,
                                     int64_t tile_m = 128, int64_t tile_n = 128);
+// The Hopper variants (examples/kernels/gemm_wgmma.cuh, sm_90a only): same operands and
+// footprints, tile_m x tile_n tiles (tile_m 128; tile_n 128 or 256), `stages` shared-memory
+// stages of 64 k each, 384 threads (producer + two consumer warpgroups), one CTA per SM.
+KernelSpec GemmWgmmaSpecForAllGather(int64_t m, int64_t n, int64_t k, plan::DType dtype,
+                                     int64_t tile_m = 128, int64_t tile_n = 256, int stages = 4);
+KernelSpec GemmWgmmaSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType dtype,
+                                         int64_t tile_m = 128, int64_t tile_n = 256,
+                                         int stages = 4);
+// Dynamic shared memory gemm_wgmma needs: stages of (tile_m + tile_n) rows of 128 bytes, plus
+// 1024 bytes of alignment slack and 1024 for the mbarriers and the abort word.
+int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages);
+
 // examples/kernels/rowwise.cuh (RMS norm over rows of X [rows, cols] into Y): X consumed from
 // the AllGather buffer "data", Y local.
 KernelSpec RmsNormSpecForAllGather(int64_t rows, int64_t cols, plan::DType dtype,

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/cuda/driver.h"
-#include "runtime/cuda/scoped_fd.h"
+#include "runtime/base/scoped_fd.h"
 
 namespace syncopate::cuda {
 

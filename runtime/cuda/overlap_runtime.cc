@@ -2,24 +2,17 @@
 #include "runtime/cuda/overlap_runtime.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "jit/cache/cache_key.h"
+#include "jit/build/kernel_build.h"
 #include "jit/compiler/copy_descriptors.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/gemm_kernels.h"
 
 namespace syncopate::cuda {
 namespace {
-
-// Where cuda_bf16.h / cuda_fp16.h are (the example kernels include them). The toolkit's include
-// directory on the machine that compiles; SYNCOPATE_CUDA_INCLUDE overrides.
-std::string CudaIncludeDir() {
-  const char* env = std::getenv("SYNCOPATE_CUDA_INCLUDE");
-  return env != nullptr && *env != '\0' ? env : "/usr/local/cuda/include";
-}
 
 struct LoadedVariant {
   Module module;
@@ -93,30 +86,12 @@ absl::StatusOr<LoadedVariant> CompileAndLoad(const Context& ctx, cache::KernelCa
                                              const jit::GeneratedKernel& gen,
                                              const std::string& plan_hash) {
   const DriverApi& api = ctx.api();
-  nvrtc::CompileOptions options;
-  options.arch = absl::StrCat("sm_", ctx.compute_capability());
-  options.headers = gen.headers;
-  options.include_paths = {CudaIncludeDir()};
-  options.extra_options = {"-std=c++17"};
-  options.program_name = absl::StrCat(gen.entry_symbol, ".cu");
-  auto compile = [&]() { return nvrtc::Compile(gen.source, options); };
-  std::shared_ptr<const nvrtc::CompiledKernel> compiled;
-  if (cache != nullptr) {
-    cache::CacheKeyParts parts;
-    parts.source = gen.source;
-    parts.headers = gen.headers;
-    parts.nvrtc_version = nvrtc::NvrtcVersion();
-    parts.options = options.extra_options;
-    parts.options.push_back(absl::StrCat("-I", options.include_paths[0]));
-    parts.arch = options.arch;
-    parts.plan_hash = plan_hash;
-    ASSIGN_OR_RETURN(cache::KernelCache::Result r,
-                     cache->GetOrCompile(cache::CacheKey::FromParts(parts), compile));
-    compiled = r.kernel;
-  } else {
-    ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, compile());
-    compiled = std::make_shared<nvrtc::CompiledKernel>(std::move(k));
-  }
+  // The shared build path (same cache keys as the CLI and the daemon), for this GPU's arch.
+  jit::BuildOptions options;
+  options.arch = ArchFor(ctx.compute_capability());
+  options.cache = cache;
+  ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildGeneratedKernel(gen, plan_hash, options));
+  const std::shared_ptr<const nvrtc::CompiledKernel>& compiled = built.compiled;
   LoadedVariant v;
   v.compile_ms = compiled->compile_ms;
   // PTX must be NUL-terminated for cuModuleLoadData; a cubin is an ELF image.

@@ -102,8 +102,10 @@ class OverlapRuntime {
   // Collective: every rank allocates `name` with the same size, in the same order.
   absl::StatusOr<SymmetricBuffer*> AllocateSymmetric(const std::string& name, size_t bytes);
 
-  // Generates (overlap compiler) and compiles (NVRTC for this GPU's sm_XX) the fused and local
+  // Generates (overlap compiler) and compiles (jit::BuildGeneratedKernel, NVRTC for this GPU:
+  // ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused and local
   // variants of `kernel_source` for `plan`. Not collective, but every rank must compile the same.
+  // Which GEMM kernel suits the GPU: SelectGemm (runtime/cuda/gemm_kernels.h).
   absl::StatusOr<std::unique_ptr<FusedKernel>> Compile(const plan::Plan& plan,
                                                        const jit::KernelSpec& spec,
                                                        std::string_view kernel_source);

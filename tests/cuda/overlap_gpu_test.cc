@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -93,6 +94,61 @@ std::vector<Param> Matrix() {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FusedWorkloadTest, ::testing::ValuesIn(Matrix()), Name);
 
+// The Hopper kernel (gemm_wgmma.cuh, 128 x 256 tiles, warp-specialised): fused AllGather+GEMM and
+// GEMM+ReduceScatter against the fp32 reference, world 2 and 4, both dtypes, shapes that are not
+// tile multiples (M, N tails; K a multiple of 8 but not of the 64-wide k-block).
+struct WgmmaParam {
+  std::string workload;
+  std::string plan_template;
+  int world;
+  plan::DType dtype;
+  Backend backend;
+  int chunks;
+  int64_t m, n, k;
+};
+
+class WgmmaWorkloadTest : public ::testing::TestWithParam<WgmmaParam> {};
+
+TEST_P(WgmmaWorkloadTest, MatchesReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  const WgmmaParam& p = GetParam();
+  WorkloadConfig c;
+  c.launches = 3;
+  c.wgmma = true;
+  auto results = RunWorkload({p.workload, p.plan_template, p.world, p.dtype, p.backend, p.chunks,
+                              p.m, p.n, p.k},
+                             c);
+  if (results[0].code() == absl::StatusCode::kFailedPrecondition &&
+      absl::StrContains(results[0].message(), "needs sm_90")) {
+    GTEST_SKIP() << results[0];
+  }
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  }
+}
+
+std::vector<WgmmaParam> WgmmaMatrix() {
+  std::vector<WgmmaParam> v;
+  for (int world : {2, 4}) {
+    for (plan::DType dt : {plan::DType::kBF16, plan::DType::kF16}) {
+      v.push_back({"ag", "allgather.push", world, dt, Backend::kCopyEngine, 2, 520 + 64 * world,
+                   600 + 8 * world, 328});
+      v.push_back({"ag", "allgather.push", world, dt, Backend::kSm, 1, 392, 520, 200});
+      v.push_back({"rs", "reducescatter.direct", world, dt, Backend::kSm, 2, 392 + 32 * world,
+                   300 + 8 * world, 264});
+    }
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hopper, WgmmaWorkloadTest, ::testing::ValuesIn(WgmmaMatrix()),
+    [](const ::testing::TestParamInfo<WgmmaParam>& info) {
+      const WgmmaParam& p = info.param;
+      return absl::StrCat(p.workload, "_w", p.world, "_", plan::DTypeName(p.dtype), "_",
+                          cuda::BackendName(p.backend), "_", info.index);
+    });
+
 TEST(FusedLoopTest, ThousandsOfLaunches) {
   SYNCOPATE_REQUIRE_GPU();
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
@@ -141,6 +197,23 @@ TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
       EXPECT_THAT(results[r].message(), HasSubstr("rank 2")) << results[r];
     }
     EXPECT_LT(absl::Now() - start, absl::Seconds(120));
+  }
+}
+
+// The warp-specialised kernel's abort path: the producer's wait times out, it wakes the consumers
+// through the stage barrier, and every role returns (no hang), with the absent rank named.
+TEST(FusedTimeoutTest, WgmmaKernelNamesTheAbsentRank) {
+  SYNCOPATE_REQUIRE_GPU();
+  WorkloadConfig c;
+  c.absent_rank = 2;
+  c.wgmma = true;
+  c.timeout = absl::Milliseconds(200);
+  auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, Backend::kSm, 2, 300, 136, 64}, c);
+  if (results[0].code() == absl::StatusCode::kFailedPrecondition) GTEST_SKIP() << results[0];
+  EXPECT_TRUE(results[2].ok()) << results[2];
+  for (int r : {0, 1}) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded) << "rank " << r << ": " << results[r];
+    EXPECT_THAT(results[r].message(), HasSubstr("rank 2")) << results[r];
   }
 }
 

@@ -68,7 +68,13 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, const plan::Shape& shape,
   tp.axis = 0;
   tp.chunks_per_shard = c.chunks;
   ASSIGN_OR_RETURN(s.plan, plan::BuildTemplate(c.plan_template, tp));
-  ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_mma.cuh"));
+  const int cc = s.rt->group().context().compute_capability();
+  if (c.wgmma && cc != 90) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the wgmma GEMM needs sm_90; this GPU is sm_", cc));
+  }
+  ASSIGN_OR_RETURN(std::string_view source,
+                   jit::ExampleKernelSource(c.wgmma ? "gemm_wgmma.cuh" : "gemm_mma.cuh"));
   ASSIGN_OR_RETURN(s.kernel, s.rt->Compile(s.plan, spec, source));
   ASSIGN_OR_RETURN(TestKernels tk, TestKernels::Load(s.rt->group().context()));
   s.tk = std::make_unique<TestKernels>(std::move(tk));
@@ -135,7 +141,8 @@ std::string TestCacheDir() {
 }
 
 absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
-  jit::KernelSpec spec = jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype);
+  jit::KernelSpec spec = c.wgmma ? jit::GemmWgmmaSpecForAllGather(c.m, c.n, c.k, c.dtype)
+                                 : jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype);
   ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.k}, spec));
   const cuda::DriverApi& api = s.rt->api();
   CUstream st = s.stream.get();
@@ -203,7 +210,8 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
 }
 
 absl::Status RunGemmReduceScatter(const WorkloadConfig& c) {
-  jit::KernelSpec spec = jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype);
+  jit::KernelSpec spec = c.wgmma ? jit::GemmWgmmaSpecForReduceScatter(c.m, c.n, c.k, c.dtype)
+                                 : jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype);
   ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.n}, spec));
   const cuda::DriverApi& api = s.rt->api();
   CUstream st = s.stream.get();

@@ -34,6 +34,9 @@ struct WorkloadConfig {
   // Fault injection: this rank joins, compiles, binds, then never launches (waits at a barrier
   // the others reach after their failed launch).
   int absent_rank = -1;
+  // The Hopper kernel (examples/kernels/gemm_wgmma.cuh) instead of gemm_mma.cuh; needs sm_90:
+  // elsewhere the workload returns FailedPrecondition("... needs sm_90 ...").
+  bool wgmma = false;
 };
 
 absl::Status RunAllGatherGemm(const WorkloadConfig& config);

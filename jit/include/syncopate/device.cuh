@@ -23,6 +23,10 @@
 //                             an operand slot's pointer on a peer (nullptr when not symmetric)
 // wait() and done() contain __syncthreads(): every thread of the CTA calls them, in the same
 // order. Kernels must leave shared memory consistent across tiles (a persistent CTA runs many).
+// Warp-specialised kernels (examples/kernels/gemm_wgmma.cuh) use the role-split pair instead:
+//   bool wait_by_thread(const Tile&)                 one thread (the loader), no barrier
+//   void done_by_group(const Tile&, ThreadGroup g)   the threads that wrote the tile, named
+//                                                    barrier g.barrier over g.nthreads threads
 //
 // Schedules:
 //   syncopate::LocalSchedule(tiles_m, tiles_n, group_m)  all tiles, no waits: a plain kernel

@@ -1,12 +1,14 @@
 // GPU benchmark on one GPU (no peers needed): for GEMM shapes of serving models,
-//   local   the example GEMM (examples/kernels/gemm_mma.cuh) with the identity schedule,
+//   local   the example GEMM with the identity schedule: the kernel runtime/cuda/gemm_kernels.h
+//           selects for this GPU (gemm_wgmma.cuh on sm_90, else gemm_mma.cuh), or --kernel mma,
 //   fused   the same kernel compiled with an AllGather plan (rank 0 of `--world` ranks) with every
 //           chunk already present (signals pre-set): the cost of the schedule, waits and tables,
 //   cuBLAS  cublasGemmEx on the same data (libcublas.so.13 dlopen'ed at run time),
 // in TFLOP/s (medians of CUDA-event timings after warm-up, random inputs), with the ratios
 // fused/local (goal: within 3%) and local/cuBLAS, and correctness: fused output bitwise equal to
 // local, local vs cuBLAS relative error.
-// Usage: gpu_overlap_bench [--reps N] [--world W] [--dtype bf16|f16]
+// Usage: gpu_overlap_bench [--reps N] [--world W] [--dtype bf16|f16] [--kernel auto|mma]
+//                          [--shapes N]   (the first N of the shape list; default all)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "jit/compiler/kernel_spec.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
@@ -67,7 +70,7 @@ struct Loaded {
 
 absl::StatusOr<Loaded> Build(const Context& ctx, const jit::GeneratedKernel& gen) {
   nvrtc::CompileOptions o;
-  o.arch = absl::StrCat("sm_", ctx.compute_capability());
+  o.arch = ArchFor(ctx.compute_capability());
   o.headers = gen.headers;
   o.include_paths = {"/usr/local/cuda/include"};
   o.extra_options = {"-std=c++17"};
@@ -109,16 +112,18 @@ absl::StatusOr<double> TimeMs(const DriverApi& api, CUstream s, int warmup, int 
 
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::TestKernels& tk,
                       Cublas& cublas, int64_t M, int64_t N, int64_t K, int world,
-                      plan::DType dtype, int reps) {
+                      plan::DType dtype, int reps, bool force_mma) {
   const DriverApi& api = ctx.api();
-  jit::KernelSpec spec = jit::GemmSpecForAllGather(M, N, K, dtype);
+  const GemmKernelChoice choice = SelectGemm(ctx.compute_capability(), GemmWorkload::kAllGather,
+                                             M, N, K, dtype, force_mma);
+  const jit::KernelSpec& spec = choice.spec;
   plan::TemplateParams tp;
   tp.world_size = world;
   tp.shape = {M, K};
   tp.dtype = dtype;
   tp.chunks_per_shard = 4;
   ASSIGN_OR_RETURN(plan::Plan p, plan::BuildTemplate("allgather.push", tp));
-  ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource("gemm_mma.cuh"));
+  ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource(choice.source_name));
   ASSIGN_OR_RETURN(jit::GeneratedKernel fused_gen, jit::GenerateFusedKernel(p, spec, src));
   ASSIGN_OR_RETURN(jit::GeneratedKernel local_gen, jit::GenerateLocalKernel(spec, src));
   ASSIGN_OR_RETURN(Loaded fused, Build(ctx, fused_gen));
@@ -217,7 +222,7 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
   ASSIGN_OR_RETURN(auto cf, syncopate::testing::Download16(api, C_fused.get(), M * N, s));
   ASSIGN_OR_RETURN(auto cb, syncopate::testing::Download16(api, C_blas.get(), M * N, s));
   int64_t diff = 0, blas_diff = 0;
-  double e2 = 0, r2 = 0;
+  double e2 = 0, r2 = 0, max_err = 0, max_ref = 0;
   bool finite = true;
   for (int64_t i = 0; i < M * N; ++i) {
     diff += cl[i] != cf[i];
@@ -227,15 +232,17 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
     finite = finite && std::isfinite(a);
     e2 += (a - b) * (a - b);
     r2 += b * b;
+    max_err = std::max(max_err, std::fabs(a - b));
+    max_ref = std::max(max_ref, std::fabs(b));
   }
   const volatile WaitTimeoutRecord* rec = static_cast<const WaitTimeoutRecord*>(host.host());
   std::printf(
-      "RESULT M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
+      "RESULT %s M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
-      "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e | finite %d | timeouts %u | "
+      "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| / max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
-      tf[1] / tl[1], local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), finite ? 1 : 0,
+      choice.wgmma ? "wgmma" : "mma", M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
+      tf[1] / tl[1], local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
       rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
       fused.ctas_per_sm);
   std::fflush(stdout);
@@ -243,12 +250,15 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
 }
 
 absl::Status Main(int argc, char** argv) {
-  int reps = 20, world = 4;
+  int reps = 20, world = 4, max_shapes = 1000;
+  bool force_mma = false;
   plan::DType dtype = plan::DType::kBF16;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i];
     if (f == "--reps") reps = std::atoi(argv[i + 1]);
     if (f == "--world") world = std::atoi(argv[i + 1]);
+    if (f == "--shapes") max_shapes = std::atoi(argv[i + 1]);
+    if (f == "--kernel") force_mma = std::string(argv[i + 1]) == "mma";
     if (f == "--dtype") dtype = std::string(argv[i + 1]) == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
   }
   ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
@@ -259,9 +269,15 @@ absl::Status Main(int argc, char** argv) {
   ASSIGN_OR_RETURN(Stream s, Stream::Create(ctx.api()));
   ASSIGN_OR_RETURN(syncopate::testing::TestKernels tk, syncopate::testing::TestKernels::Load(ctx));
   ASSIGN_OR_RETURN(Cublas cublas, LoadCublas(s.get()));
-  const int64_t shapes[][3] = {{8192, 8192, 8192}, {8192, 14336, 4096}, {8192, 28672, 8192}};
+  // {M, N, K}: square, then Llama-style MLP / attention projections (K, N) pairs at M = 8192.
+  const int64_t shapes[][3] = {{8192, 8192, 8192},  {8192, 14336, 4096}, {8192, 4096, 14336},
+                               {8192, 28672, 8192}, {8192, 8192, 28672}, {8192, 3584, 8192},
+                               {8192, 8192, 3584}};
+  int done = 0;
   for (const auto& sh : shapes) {
-    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], world, dtype, reps);
+    if (done++ >= max_shapes) break;
+    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], world, dtype, reps,
+                               force_mma);
     if (!st.ok()) std::printf("shape %ldx%ldx%ld failed: %s\n", sh[0], sh[1], sh[2], std::string(st.message()).c_str());
   }
   return absl::OkStatus();

@@ -189,16 +189,15 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 
 }  // namespace detail
 
-// All threads of the CTA: moves segments [begin, end) from `src` to `dst` (byte offsets relative
-// to the two base pointers), replacing or, with `reduce`, reducing element-wise. Returns after
-// this CTA's stores are issued; the caller fences and publishes.
-SYNCOPATE_DEVICE void CtaMoveSegments(const CopySegment* segments, int begin, int end,
-                                      const void* src_base, void* dst_base, int dtype,
-                                      int reduce) {
+// Threads tid = 0 .. nthreads-1 of a group (the whole CTA, or e.g. the consumer warpgroups of a
+// warp-specialised kernel whose producer warps run ahead elsewhere): moves segments [begin, end)
+// from `src` to `dst` (byte offsets relative to the two base pointers), replacing or, with
+// `reduce`, reducing element-wise. Returns after the group's stores are issued.
+SYNCOPATE_DEVICE void GroupMoveSegments(const CopySegment* segments, int begin, int end,
+                                        const void* src_base, void* dst_base, int dtype,
+                                        int reduce, int tid, int nthreads) {
   const char* src = static_cast<const char*>(src_base);
   char* dst = static_cast<char*>(dst_base);
-  const int tid = FlatThreadIdx();
-  const int nthreads = FlatBlockDim();
   for (int i = begin; i < end; ++i) {
     const CopySegment s = segments[i];
     if (reduce == kDevReduceNone) {
@@ -230,6 +229,16 @@ SYNCOPATE_DEVICE void CtaMoveSegments(const CopySegment* segments, int begin, in
       }
     }
   }
+}
+
+// All threads of the CTA: moves segments [begin, end) from `src` to `dst` (byte offsets relative
+// to the two base pointers), replacing or, with `reduce`, reducing element-wise. Returns after
+// this CTA's stores are issued; the caller fences and publishes.
+SYNCOPATE_DEVICE void CtaMoveSegments(const CopySegment* segments, int begin, int end,
+                                      const void* src_base, void* dst_base, int dtype,
+                                      int reduce) {
+  GroupMoveSegments(segments, begin, end, src_base, dst_base, dtype, reduce, FlatThreadIdx(),
+                    FlatBlockDim());
 }
 
 }  // namespace syncopate

@@ -49,6 +49,35 @@ SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const Tran
   }
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads) over `nthreads` threads (a multiple of 32):
+// the barrier of a thread group in a warp-specialised kernel, where the other warps must not be
+// stalled.
+SYNCOPATE_DEVICE void GroupBarrier(int id, int nthreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+// A thread group of a warp-specialised CTA: this thread's index in the group, the group's size,
+// and the named barrier its members (and only they) synchronise on.
+struct ThreadGroup {
+  int tid;
+  int nthreads;
+  int barrier;
+  SYNCOPATE_DEVICE void sync() const { GroupBarrier(barrier, nthreads); }
+};
+
+// Group-collective MoveChunkAndSignal.
+SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const TransferOp& op,
+                                              const CopySegment* segments, const ThreadGroup& g) {
+  GroupMoveSegments(segments, op.seg_begin, op.seg_end, OperandOn(args, op.src_slot, op.src_rank),
+                    OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce, g.tid,
+                    g.nthreads);
+  g.sync();
+  if (g.tid == 0) {
+    __threadfence_system();
+    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
+  }
+}
+
 // Identity schedule: the kernel runs as an ordinary local kernel over all tiles.
 class LocalSchedule {
  public:
@@ -63,6 +92,8 @@ class LocalSchedule {
   SYNCOPATE_DEVICE Tile tile(int i) const { return SwizzleTile(i, tiles_m_, tiles_n_, group_m_); }
   SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done(const Tile&) const {}
+  SYNCOPATE_DEVICE bool wait_by_thread(const Tile&) const { return true; }
+  SYNCOPATE_DEVICE void done_by_group(const Tile&, const ThreadGroup&) const {}
   // No peers in a local launch.
   SYNCOPATE_DEVICE void* remote(int /*operand*/, int /*peer*/) const { return nullptr; }
   template <class T>
@@ -163,6 +194,68 @@ class FusedSchedule {
         }
         if (tid0) {
           // A landing guard releases this rank's own word: the peer may now reduce into it.
+          if (op.direct == kLandingGuard) StoreReleaseSys(args_.signals + op.signal, args_.epoch);
+          StoreReleaseSys(args_.chunk_ready + c, args_.epoch);
+        }
+      }
+    }
+  }
+
+  // Warp-specialised kernels (a producer warp loads tiles while consumer warps compute earlier
+  // ones) cannot call the CTA-collective wait()/done(): their barriers would stall one role on
+  // the other. These two split them by role; a kernel uses either the pair above or this pair.
+  //
+  // wait_by_thread: called by ONE thread (the one that issues the tile's loads of consumed
+  // operands), no barrier. Acquires the tile's wait set like wait(); the caller then orders its
+  // group's loads after it (a group barrier; plus fence.proxy.async before TMA loads, which
+  // this does for TMA's sake). Returns false when the launch aborted: the kernel must tell its
+  // other roles (it owns the protocol for that) and return.
+  SYNCOPATE_DEVICE bool wait_by_thread(const Tile& t) const {
+    const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    unsigned long long start_ns = 0;
+    for (int k = off[0]; k < off[1]; ++k) {
+      const WaitEntry w = Tables::waits()[k];
+      if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, start_ns)) return false;
+    }
+#if __CUDA_ARCH__ >= 900
+    if (off[0] != off[1]) asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+    return true;
+  }
+
+  // done_by_group: collective over the thread group `g` that wrote the tile (every member calls
+  // it after its stores of the tile; only g's named barrier is used). Same effect as done().
+  SYNCOPATE_DEVICE void done_by_group(const Tile& t, const ThreadGroup& g) const {
+    __shared__ int syncopate_done_last;
+    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const int begin = off[0];
+    const int end = off[1];
+    if (begin == end) return;
+    g.sync();  // every member's stores of the tile are issued
+    const bool tid0 = g.tid == 0;
+    if (tid0) __threadfence_system();
+    const int base = Tables::out_base()[args_.rank];
+    for (int k = begin; k < end; ++k) {
+      const int c = Tables::tile_out()[k];
+      const TransferOp& op = Tables::out_chunks()[base + c];
+      if (tid0) {
+        int last = 0;
+        const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
+        if (prev + 1u == static_cast<unsigned>(op.producers)) {
+          last = 1;
+          atomicExch(args_.chunk_counters + c, 0u);  // ready for the next launch
+          __threadfence_system();                    // acquire the other producers' stores
+        }
+        syncopate_done_last = last;
+      }
+      g.sync();
+      const int last = syncopate_done_last;
+      g.sync();  // read before the next chunk's tid0 rewrites it
+      if (last) {
+        if (op.direct == kDirectMove && args_.num_comm_ctas > 0) {
+          GroupMoveChunkAndSignal(args_, op, Tables::segments(), g);
+        }
+        if (tid0) {
           if (op.direct == kLandingGuard) StoreReleaseSys(args_.signals + op.signal, args_.epoch);
           StoreReleaseSys(args_.chunk_ready + c, args_.epoch);
         }

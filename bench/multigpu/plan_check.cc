@@ -1,0 +1,99 @@
+// --plan-only: plans, generated sources and (optionally) NVRTC compiles; see plan_check.h.
+#include "bench/multigpu/plan_check.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "jit/compiler/embedded_headers.h"
+#include "bench/multigpu/kernels.h"
+#include "jit/compiler/codegen.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/control_block.h"
+#include "runtime/cuda/gemm_kernels.h"
+
+namespace syncopate::tp_bench {
+namespace {
+
+std::string CudaIncludeDir() {
+  const char* env = std::getenv("SYNCOPATE_CUDA_INCLUDE");
+  return env != nullptr && *env != '\0' ? env : "/usr/local/cuda/include";
+}
+
+// One kernel of one configuration: generated, checked against the runtime's capacities, and
+// compiled when asked. Returns a one-line summary.
+absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const plan::Plan& plan,
+                                        const jit::KernelSpec& spec, std::string_view source) {
+  ASSIGN_OR_RETURN(jit::GeneratedKernel gen, jit::GenerateFusedKernel(plan, spec, source));
+  const jit::LaunchMetadata& md = gen.metadata;
+  if (md.num_signals > cuda::kSignalCapacity || md.num_outgoing_chunks > cuda::kChunkCapacity) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(md.num_signals, " signals / ", md.num_outgoing_chunks,
+                     " outgoing chunks exceed the runtime's ", cuda::kSignalCapacity, " / ",
+                     cuda::kChunkCapacity));
+  }
+  std::string line = absl::StrCat("tiles ", md.num_tiles, " signals ", md.num_signals,
+                                  " out-chunks ", md.num_outgoing_chunks, " comm-ctas ",
+                                  md.suggested_comm_ctas, " source ", gen.source.size() / 1024,
+                                  " KiB");
+  if (flags.plan_only_nvrtc) {
+    nvrtc::CompileOptions o;
+    o.arch = cuda::ArchFor(cc);
+    o.headers = gen.headers;
+    o.include_paths = {CudaIncludeDir()};
+    o.extra_options = {"-std=c++17"};
+    ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, nvrtc::Compile(gen.source, o));
+    absl::StrAppend(&line, " nvrtc ", static_cast<int>(k.compile_ms), " ms");
+  }
+  return line;
+}
+
+}  // namespace
+
+absl::Status CheckPlans(const BenchFlags& flags) {
+  ASSIGN_OR_RETURN(std::vector<int> worlds, WorldSizes(flags));
+  int cc = 0;
+  if (flags.arch.rfind("sm_", 0) != 0 || !absl::SimpleAtoi(flags.arch.substr(3, 2), &cc)) {
+    return absl::InvalidArgumentError(absl::StrCat("--arch ", flags.arch, ": want sm_NN"));
+  }
+  int ok = 0, failed = 0;
+  for (int world : worlds) {
+    for (const Problem& p : ProblemsFor(flags, world)) {
+      for (int chunks : flags.chunks) {
+        std::string prefix = absl::StrCat(p.Label(), " chunks=", chunks);
+        absl::StatusOr<ProblemKernels> pk = BuildProblemKernels(flags, p, chunks, cc);
+        if (!pk.ok()) {
+          std::printf("FAIL %s: %s\n", prefix.c_str(), std::string(pk.status().message()).c_str());
+          ++failed;
+          continue;
+        }
+        absl::StatusOr<std::string_view> gemm_src = jit::ExampleKernelSource(pk->gemm_source);
+        if (!gemm_src.ok()) return gemm_src.status();
+        for (int variant = 0; variant < 2; ++variant) {
+          const bool comm = variant == 1;
+          absl::StatusOr<std::string> r =
+              CheckKernel(flags, cc, pk->plan, comm ? pk->comm_spec : pk->gemm_spec,
+                          comm ? CommOnlySource() : *gemm_src);
+          const std::string what = comm ? "comm_only" : pk->gemm_source;
+          if (r.ok()) {
+            std::printf("ok   %s %s: %s%s\n", prefix.c_str(), what.c_str(), r->c_str(),
+                        pk->has_reductions ? " (reduces: SM backend only)" : "");
+            ++ok;
+          } else {
+            std::printf("FAIL %s %s: %s\n", prefix.c_str(), what.c_str(),
+                        std::string(r.status().message()).c_str());
+            ++failed;
+          }
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::printf("plan-only: %d kernels ok, %d failed\n", ok, failed);
+  if (failed > 0) return absl::FailedPreconditionError(absl::StrCat(failed, " configurations failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::tp_bench

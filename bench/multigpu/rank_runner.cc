@@ -1,0 +1,720 @@
+// One rank of syncopate_tp_bench; see rank_runner.h.
+#include "bench/multigpu/rank_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/multigpu/check_kernels.h"
+#include "bench/multigpu/cublas_lib.h"
+#include "bench/multigpu/kernels.h"
+#include "bench/multigpu/results.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/embedded_headers.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/overlap_runtime.h"
+#include "tests/cuda/test_kernels.h"
+
+namespace syncopate::tp_bench {
+namespace {
+
+using cuda::Backend;
+using cuda::DeviceBuffer;
+
+constexpr int64_t kEs = 2;  // bf16
+// Tolerances as in tests/cuda/workloads.cc: bf16 output rounding is 2^-8 relative; partial sums
+// rounded to bf16 before a reduction (RS / AR) get twice the relative and 4x the absolute slack.
+constexpr double kRtol = 1e-2, kAtol = 2e-3;
+constexpr double kReduceRtol = 2e-2, kReduceAtol = 8e-3;
+
+// What one rank measured for one configuration; travels between ranks as text.
+struct Measurement {
+  double time_ms = -1;
+  std::string check = "skip";
+  double rel_err = -1;
+  double out_sum = 0, out_sq = 0;
+  std::string note;
+  bool fatal = false;  // the group is broken: stop this world size
+
+  std::string Encode() const {
+    return absl::StrCat(absl::StrFormat("%.17g", time_ms), "\x1f", check, "\x1f",
+                        absl::StrFormat("%.17g", rel_err), "\x1f",
+                        absl::StrFormat("%.17g", out_sum), "\x1f",
+                        absl::StrFormat("%.17g", out_sq), "\x1f", fatal ? 1 : 0, "\x1f", note);
+  }
+  static Measurement Decode(const std::string& s) {
+    Measurement m;
+    std::vector<std::string> f = absl::StrSplit(s, '\x1f');
+    if (f.size() < 7) {
+      m.check = "error";
+      m.note = "malformed result from a peer";
+      return m;
+    }
+    (void)absl::SimpleAtod(f[0], &m.time_ms);
+    m.check = f[1];
+    (void)absl::SimpleAtod(f[2], &m.rel_err);
+    (void)absl::SimpleAtod(f[3], &m.out_sum);
+    (void)absl::SimpleAtod(f[4], &m.out_sq);
+    m.fatal = f[5] == "1";
+    m.note = f[6];
+    return m;
+  }
+};
+
+// Rank 0's view of one configuration: slowest rank's time, worst error, any failure.
+Measurement Combine(const std::vector<Measurement>& all) {
+  Measurement c = all[0];
+  std::set<std::string> checks;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const Measurement& m = all[r];
+    checks.insert(m.check);
+    c.time_ms = (c.time_ms < 0 || m.time_ms < 0) ? -1 : std::max(c.time_ms, m.time_ms);
+    c.rel_err = std::max(c.rel_err, m.rel_err);
+    c.fatal = c.fatal || m.fatal;
+    if (r > 0 && !m.note.empty() && m.note != all[0].note) {
+      absl::StrAppend(&c.note, c.note.empty() ? "" : "; ", "rank ", r, ": ", m.note);
+    }
+  }
+  for (const char* worst : {"error", "fail", "unsupported"}) {
+    if (checks.count(worst)) {
+      c.check = worst;
+      return c;
+    }
+  }
+  c.check = checks.size() == 1 ? *checks.begin() : "skip";
+  return c;
+}
+
+Measurement Failed(const absl::Status& s, bool fatal = false) {
+  Measurement m;
+  m.check = "error";
+  m.note = std::string(s.message()).substr(0, 400);
+  m.fatal = fatal;
+  return m;
+}
+
+// A chunks-per-shard variant of one problem: plan, compiled kernels, bindings.
+struct Variant {
+  int chunks = 0;
+  ProblemKernels pk;
+  std::unique_ptr<cuda::FusedKernel> gemm, comm;
+  std::unique_ptr<cuda::BoundKernel> gemm_bound, comm_bound;
+  bool usable = false;
+  std::string error;
+};
+
+class Runner {
+ public:
+  Runner(const BenchFlags& flags, int world, int rank) : f_(flags), world_(world), rank_(rank) {}
+
+  absl::Status Init(const std::string& group_id, const std::vector<Problem>& problems);
+  // Measures every configuration of `p`; rank 0 prints and appends the rows, also those measured
+  // before a failure. Returns non-OK only when the world size cannot go on (group broken,
+  // rendezvous failed).
+  absl::Status RunProblem(const Problem& p);
+
+ private:
+  const cuda::DriverApi& api() const { return rt_->api(); }
+  CUstream stream() const { return stream_.get(); }
+  bool is_ag(const Problem& p) const { return p.workload == Workload::kAllGatherGemm; }
+  uint64_t SeedA(const Problem& p, int q) const { return p.seed() * 1000 + q; }
+  uint64_t SeedB(const Problem& p, int q) const { return p.seed() * 1000 + 500 + q; }
+
+  absl::Status Allocate(const std::vector<Problem>& problems);
+  absl::Status BuildVariant(const Problem& p, Variant& v);
+  absl::Status SetUpInputs(const Problem& p, const Variant& v);
+  absl::Status Reference(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, const Problem& p,
+                         int64_t m, bool accumulate);
+  // Median ms over reps of `run` (after warm-up); `prepare` runs before each, untimed.
+  absl::StatusOr<double> Time(const std::function<absl::Status()>& prepare,
+                              const std::function<absl::Status()>& run);
+  // Sync that turns a protocol failure into a fatal measurement.
+  absl::Status SyncAll() { return rt_->Sync(stream()); }
+  // Check after a launch. kResult: C and the gathered A (AG), this rank's reduced rows (RS), the
+  // full sum (AR). kGatherOnly: the gathered A alone (AG comm_only computes no C).
+  enum class CheckWhat { kNone, kResult, kGatherOnly };
+  Measurement CheckResult(const Problem& p, CheckWhat what);
+  absl::Status PoisonForCheck(const Problem& p);
+  absl::Status RestorePartial(const Problem& p);
+  absl::StatusOr<Measurement> Gather(const Measurement& mine);
+  // Measures (time, then one checked launch) and gathers; `rows` gets rank 0's row.
+  absl::Status Measure(const Problem& p, ResultRow row, const std::function<absl::Status()>& prepare,
+                       const std::function<absl::Status()>& run,
+                       const std::function<absl::Status()>& prepare_check, CheckWhat what,
+                       std::vector<ResultRow>& rows, Measurement* combined);
+  void Emit(const Problem& p, std::vector<ResultRow>& rows);
+  absl::Status MeasureAll(const Problem& p, std::vector<ResultRow>& rows);
+
+  const BenchFlags& f_;
+  int world_, rank_;
+  std::unique_ptr<cache::KernelCache> cache_;
+  std::unique_ptr<cuda::OverlapRuntime> rt_;
+  std::unique_ptr<testing::TestKernels> tk_;
+  std::unique_ptr<CheckKernels> checks_;
+  std::unique_ptr<CublasLib> cublas_;
+  std::string cublas_error_;
+  cuda::Stream stream_;
+  std::vector<cuda::Event> events_;
+  // Symmetric (peers read / write them) and local buffers, sized for the largest problem.
+  cuda::SymmetricBuffer* data_ = nullptr;    // AG: gathered A; AR: C reduced in place
+  cuda::SymmetricBuffer* input_ = nullptr;   // RS: C (this rank's partial)
+  cuda::SymmetricBuffer* output_ = nullptr;  // RS: this rank's reduced rows
+  DeviceBuffer a_, b_, c_, qa_, qb_, ref_, partial_;
+  // Per problem: shard rows of every rank (AG), this rank's result rows (RS).
+  std::vector<std::pair<int64_t, int64_t>> shards_;
+  int64_t row0_ = 0, rows_ = 0;
+  double ref_absmax_ = 0;
+  std::string ref_note_;
+  Measurement local_check_;  // RS / AR: the local GEMM's partial against its own reference
+};
+
+absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem>& problems) {
+  cache::KernelCache::Options co;
+  co.dir = f_.cache_dir;
+  auto cache = cache::KernelCache::Open(co);
+  if (!cache.ok()) {
+    co.dir.clear();
+    co.memory_only = true;  // compile per rank rather than fail
+    ASSIGN_OR_RETURN(cache, cache::KernelCache::Open(co));
+  }
+  cache_ = *std::move(cache);
+  cuda::GroupOptions go;
+  go.group_id = group_id;
+  go.rank = rank_;
+  go.world_size = world_;
+  go.device_ordinal = rank_ / f_.ranks_per_gpu;
+  go.rendezvous_timeout = absl::Seconds(120);
+  ASSIGN_OR_RETURN(rt_, cuda::OverlapRuntime::Join(go, cache_.get()));
+  ASSIGN_OR_RETURN(stream_, cuda::Stream::Create(api()));
+  ASSIGN_OR_RETURN(testing::TestKernels tk, testing::TestKernels::Load(rt_->group().context()));
+  tk_ = std::make_unique<testing::TestKernels>(std::move(tk));
+  ASSIGN_OR_RETURN(CheckKernels ck, CheckKernels::Load(rt_->group().context()));
+  checks_ = std::make_unique<CheckKernels>(std::move(ck));
+  auto blas = CublasLib::Open(stream());
+  if (blas.ok()) {
+    cublas_ = *std::move(blas);
+  } else {
+    cublas_error_ = std::string(blas.status().message());  // fp32 reference falls back, below
+  }
+  // Every rank must run the same steps (the cuBLAS timing gathers): use cuBLAS only where all
+  // ranks have it.
+  ASSIGN_OR_RETURN(std::vector<cuda::PeerMessage> have,
+                   rt_->group().rendezvous().AllGather(cublas_ ? "1" : "0"));
+  for (const cuda::PeerMessage& m : have) {
+    if (m.bytes != "1" && cublas_) {
+      cublas_.reset();
+      cublas_error_ = "cuBLAS missing on a peer rank";
+    }
+  }
+  for (int i = 0; i < 2 * f_.reps; ++i) {
+    ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(api(), CU_EVENT_DEFAULT));
+    events_.push_back(std::move(e));
+  }
+  return Allocate(problems);
+}
+
+absl::Status Runner::Allocate(const std::vector<Problem>& problems) {
+  int64_t data = 0, input = 0, output = 0, a = 0, b = 0, c = 0, ref = 0, partial = 0, qa = 0;
+  for (const Problem& p : problems) {
+    b = std::max(b, p.n * p.k * kEs);
+    c = std::max(c, p.m * p.n * kEs);
+    ref = std::max(ref, p.m * p.n * 4);
+    if (is_ag(p)) {
+      data = std::max(data, p.m * p.k * kEs);
+      a = std::max(a, p.m * p.k * kEs);  // the full A, as every rank's shards make it
+    } else {
+      a = std::max(a, p.m * p.k * kEs);
+      qa = std::max(qa, p.m * p.k * kEs);
+      partial = std::max(partial, p.m * p.n * kEs);
+      if (p.workload == Workload::kGemmAllReduce) {
+        data = std::max(data, p.m * p.n * kEs);
+      } else {
+        input = std::max(input, p.m * p.n * kEs);
+        output = std::max(output, (p.m + world_ - 1) / world_ * p.n * kEs);
+      }
+    }
+  }
+  // Symmetric allocation is collective: every rank allocates the same names and sizes in the same
+  // order (they all see the same problem list).
+  if (data > 0) {
+    ASSIGN_OR_RETURN(data_, rt_->AllocateSymmetric("data", data));
+  }
+  if (input > 0) {
+    ASSIGN_OR_RETURN(input_, rt_->AllocateSymmetric("input", input));
+  }
+  if (output > 0) {
+    ASSIGN_OR_RETURN(output_, rt_->AllocateSymmetric("output", output));
+  }
+  auto alloc = [&](DeviceBuffer& buf, int64_t bytes) -> absl::Status {
+    if (bytes <= 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(buf, DeviceBuffer::Allocate(api(), bytes));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(alloc(a_, a));
+  RETURN_IF_ERROR(alloc(b_, b));
+  RETURN_IF_ERROR(alloc(c_, c));
+  RETURN_IF_ERROR(alloc(qa_, qa));
+  RETURN_IF_ERROR(alloc(qb_, qa > 0 ? b : 0));
+  RETURN_IF_ERROR(alloc(ref_, ref));
+  return alloc(partial_, partial);
+}
+
+absl::Status Runner::BuildVariant(const Problem& p, Variant& v) {
+  ASSIGN_OR_RETURN(v.pk, BuildProblemKernels(f_, p, v.chunks,
+                                              rt_->group().context().compute_capability()));
+  ASSIGN_OR_RETURN(std::string_view gemm_src, jit::ExampleKernelSource(v.pk.gemm_source));
+  ASSIGN_OR_RETURN(v.gemm, rt_->Compile(v.pk.plan, v.pk.gemm_spec, gemm_src));
+  ASSIGN_OR_RETURN(v.comm, rt_->Compile(v.pk.plan, v.pk.comm_spec, CommOnlySource()));
+  std::map<std::string, CUdeviceptr> ops;
+  switch (p.workload) {
+    case Workload::kAllGatherGemm:
+      ops = {{"A", data_->local()}, {"B", b_.get()}, {"C", c_.get()}};
+      break;
+    case Workload::kGemmReduceScatter:
+      ops = {{"A", a_.get()}, {"B", b_.get()}, {"C", input_->local()}, {"output", output_->local()}};
+      break;
+    case Workload::kGemmAllReduce:
+      ops = {{"A", a_.get()}, {"B", b_.get()}, {"C", data_->local()}};
+      break;
+  }
+  ASSIGN_OR_RETURN(v.gemm_bound, rt_->Bind(*v.gemm, ops));
+  ASSIGN_OR_RETURN(v.comm_bound, rt_->Bind(*v.comm, ops));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::Reference(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, const Problem& p,
+                               int64_t m, bool accumulate) {
+  if (cublas_) return cublas_->Gemm(a, b, c, m, p.n, p.k, /*out_f32=*/true, accumulate);
+  return tk_->ReferenceGemm(a, b, c, static_cast<int>(m), static_cast<int>(p.n),
+                            static_cast<int>(p.k), plan::DType::kBF16, accumulate, stream());
+}
+
+absl::Status Runner::SetUpInputs(const Problem& p, const Variant& v) {
+  const plan::DType bf = plan::DType::kBF16;
+  CUstream s = stream();
+  ref_note_ = cublas_ ? "" : absl::StrCat("fp32 reference by the naive kernel (", cublas_error_, ")");
+  if (is_ag(p)) {
+    // Every rank's shard, as the plan places it, from that rank's seed: the full A every rank
+    // must end up with. Kept in a_ (the gathered-A check); data starts as the full A too, so the
+    // local GEMM has all of it.
+    shards_.clear();
+    for (int q = 0; q < world_; ++q) {
+      auto it = v.pk.plan.ranks[q].initial.find("data");
+      if (it == v.pk.plan.ranks[q].initial.end() || it->second.boxes().empty()) {
+        return absl::InternalError(absl::StrCat("plan: rank ", q, " has no initial shard"));
+      }
+      int64_t lo = INT64_MAX, hi = 0;
+      for (const plan::Box& bx : it->second.boxes()) {
+        lo = std::min(lo, bx.lo[0]);
+        hi = std::max(hi, bx.hi[0]);
+      }
+      shards_.push_back({lo, hi});
+      RETURN_IF_ERROR(tk_->Fill(a_.get() + lo * p.k * kEs, (hi - lo) * p.k, bf, SeedA(p, q), s));
+    }
+    CU_RETURN_IF_ERROR(api().cuMemcpyAsync(data_->local(), a_.get(), p.m * p.k * kEs, s));
+    RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
+    RETURN_IF_ERROR(Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false));
+  } else {
+    RETURN_IF_ERROR(tk_->Fill(a_.get(), p.m * p.k, bf, SeedA(p, rank_), s));
+    RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
+    // This rank's partial first: the local GEMM is checked against it, and its output saved
+    // (the partial that comm_only moves). Then the full sum of every rank's partial, each peer's
+    // inputs regenerated from its seed.
+    RETURN_IF_ERROR(Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false));
+    const CUdeviceptr c = p.workload == Workload::kGemmAllReduce ? data_->local() : input_->local();
+    RETURN_IF_ERROR(tk_->Poison16(c, p.m * p.n, s));
+    RETURN_IF_ERROR(rt_->LaunchLocal(*v.gemm_bound, s));
+    ASSIGN_OR_RETURN(double own_absmax, checks_->AbsMax(ref_.get(), p.m * p.n, s));
+    ASSIGN_OR_RETURN(CompareResult own,
+                     checks_->Compare(c, ref_.get(), p.m, p.n, kRtol, kAtol * own_absmax, s));
+    local_check_ = Measurement{};
+    local_check_.check = own.Passed(kRtol) ? "pass" : "fail";
+    local_check_.rel_err = own.rel_err;
+    if (local_check_.check == "fail") {
+      local_check_.note = absl::StrFormat("own partial: %d non-finite, %d of %d outside tolerance",
+                                          own.nonfinite, own.out_of_tolerance, own.elements);
+    }
+    CU_RETURN_IF_ERROR(api().cuMemcpyAsync(partial_.get(), c, p.m * p.n * kEs, s));
+    for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      RETURN_IF_ERROR(tk_->Fill(qa_.get(), p.m * p.k, bf, SeedA(p, q), s));
+      RETURN_IF_ERROR(tk_->Fill(qb_.get(), p.n * p.k, bf, SeedB(p, q), s));
+      RETURN_IF_ERROR(Reference(qa_.get(), qb_.get(), ref_.get(), p, p.m, true));
+    }
+    row0_ = 0;
+    rows_ = p.m;
+    if (p.workload == Workload::kGemmReduceScatter) {
+      const plan::Expectation* mine = nullptr;
+      for (const plan::Expectation& e : v.pk.plan.postcondition) {
+        if (e.rank == rank_ && e.buffer == "output") mine = &e;
+      }
+      if (mine == nullptr || mine->sources.empty()) {
+        return absl::InternalError("plan has no postcondition for this rank's output");
+      }
+      row0_ = mine->sources[0].region.boxes()[0].lo[0];
+      rows_ = mine->region.NumElements() / p.n;
+    }
+  }
+  ASSIGN_OR_RETURN(ref_absmax_, checks_->AbsMax(ref_.get(), p.m * p.n, s));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Runner::Time(const std::function<absl::Status()>& prepare,
+                                    const std::function<absl::Status()>& run) {
+  for (int i = 0; i < f_.warmup; ++i) {
+    if (prepare) RETURN_IF_ERROR(prepare());
+    RETURN_IF_ERROR(run());
+  }
+  // No host sync between reps: a rank's host running ahead only queues work, and the launch
+  // protocol's entry waits line the ranks up on the GPU.
+  for (int i = 0; i < f_.reps; ++i) {
+    if (prepare) RETURN_IF_ERROR(prepare());
+    RETURN_IF_ERROR(events_[2 * i].Record(stream()));
+    RETURN_IF_ERROR(run());
+    RETURN_IF_ERROR(events_[2 * i + 1].Record(stream()));
+  }
+  RETURN_IF_ERROR(SyncAll());
+  std::vector<double> ms;
+  for (int i = 0; i < f_.reps; ++i) {
+    ASSIGN_OR_RETURN(float t, events_[2 * i + 1].ElapsedMsSince(events_[2 * i]));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+absl::Status Runner::PoisonForCheck(const Problem& p) {
+  CUstream s = stream();
+  switch (p.workload) {
+    case Workload::kAllGatherGemm: {
+      // Peers' rows become NaN: a chunk that never arrives shows up in the gathered-A check and
+      // in C. The own shard is put back from the full copy.
+      RETURN_IF_ERROR(tk_->Poison16(data_->local(), p.m * p.k, s));
+      const auto [lo, hi] = shards_[rank_];
+      CU_RETURN_IF_ERROR(api().cuMemcpyAsync(data_->local() + lo * p.k * kEs,
+                                             a_.get() + lo * p.k * kEs, (hi - lo) * p.k * kEs, s));
+      return tk_->Poison16(c_.get(), p.m * p.n, s);
+    }
+    case Workload::kGemmReduceScatter:
+      RETURN_IF_ERROR(tk_->Poison16(input_->local(), p.m * p.n, s));
+      return tk_->Poison16(output_->local(), rows_ * p.n, s);
+    case Workload::kGemmAllReduce:
+      return tk_->Poison16(data_->local(), p.m * p.n, s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::RestorePartial(const Problem& p) {
+  // comm_only moves whatever the result buffer holds: put this rank's GEMM partial back (ring
+  // and in-place plans reduce into it, so repeated launches would otherwise compound).
+  CUdeviceptr dst = p.workload == Workload::kGemmAllReduce ? data_->local() : input_->local();
+  CU_RETURN_IF_ERROR(api().cuMemcpyAsync(dst, partial_.get(), p.m * p.n * kEs, stream()));
+  return absl::OkStatus();
+}
+
+Measurement Runner::CheckResult(const Problem& p, CheckWhat what_to_check) {
+  Measurement m;
+  if (what_to_check == CheckWhat::kNone) return m;
+  if (what_to_check == CheckWhat::kGatherOnly) {
+    auto mm = checks_->Mismatch(data_->local(), a_.get(), p.m * p.k, stream());
+    if (!mm.ok()) return Failed(mm.status());
+    m.check = *mm == 0 ? "pass" : "fail";
+    m.rel_err = static_cast<double>(*mm) / static_cast<double>(p.m * p.k);
+    if (*mm != 0) m.note = absl::StrFormat("gathered A differs in %d elements", *mm);
+    return m;
+  }
+  CUstream s = stream();
+  absl::StatusOr<CompareResult> r;
+  double rtol = kRtol, atol = kAtol;
+  std::string what;
+  int64_t bad_a = 0;
+  if (is_ag(p)) {
+    {
+      auto mm = checks_->Mismatch(data_->local(), a_.get(), p.m * p.k, s);
+      if (!mm.ok()) return Failed(mm.status());
+      bad_a = *mm;
+    }
+    r = checks_->Compare(c_.get(), ref_.get(), p.m, p.n, rtol, atol * ref_absmax_, s);
+    what = "C = allgather(A) B^T";
+  } else {
+    rtol = kReduceRtol;
+    atol = kReduceAtol;
+    if (p.workload == Workload::kGemmReduceScatter) {
+      r = checks_->Compare(output_->local(), ref_.get() + row0_ * p.n * 4, rows_, p.n, rtol,
+                           atol * ref_absmax_, s);
+      what = absl::StrCat("rows [", row0_, ", ", row0_ + rows_, ") of sum_r A_r B_r^T");
+    } else {
+      r = checks_->Compare(data_->local(), ref_.get(), p.m, p.n, rtol, atol * ref_absmax_, s);
+      what = "sum_r A_r B_r^T on every rank";
+    }
+  }
+  if (!r.ok()) return Failed(r.status());
+  m.rel_err = r->rel_err;
+  m.out_sum = r->out_sum;
+  m.out_sq = r->out_sq;
+  const bool ok = r->Passed(rtol) && bad_a == 0;
+  m.check = ok ? "pass" : "fail";
+  if (!ok) {
+    m.note = absl::StrFormat("%s: %d non-finite, %d of %d outside tolerance, rel err %.2e",
+                             what, r->nonfinite, r->out_of_tolerance, r->elements, r->rel_err);
+    if (bad_a > 0) absl::StrAppend(&m.note, absl::StrFormat("; gathered A differs in %d elements", bad_a));
+  }
+  if (!ref_note_.empty()) absl::StrAppend(&m.note, m.note.empty() ? "" : "; ", ref_note_);
+  return m;
+}
+
+absl::StatusOr<Measurement> Runner::Gather(const Measurement& mine) {
+  ASSIGN_OR_RETURN(std::vector<cuda::PeerMessage> all, rt_->group().rendezvous().AllGather(mine.Encode()));
+  std::vector<Measurement> ms;
+  for (const cuda::PeerMessage& msg : all) ms.push_back(Measurement::Decode(msg.bytes));
+  return Combine(ms);
+}
+
+absl::Status Runner::Measure(const Problem& p, ResultRow row,
+                             const std::function<absl::Status()>& prepare,
+                             const std::function<absl::Status()>& run,
+                             const std::function<absl::Status()>& prepare_check,
+                             CheckWhat what, std::vector<ResultRow>& rows,
+                             Measurement* combined) {
+  Measurement mine;
+  if (rt_->group().broken()) {
+    mine = Failed(absl::FailedPreconditionError("group broken by an earlier failure"), true);
+  } else {
+    absl::StatusOr<double> t = Time(prepare, run);
+    if (!t.ok()) {
+      mine = Failed(t.status(), rt_->group().broken());
+    } else if (f_.check && what != CheckWhat::kNone) {
+      absl::Status st = prepare_check ? prepare_check() : absl::OkStatus();
+      if (st.ok()) st = run();
+      if (st.ok()) st = SyncAll();
+      mine = st.ok() ? CheckResult(p, what) : Failed(st, rt_->group().broken());
+      mine.time_ms = *t;
+    } else {
+      mine.time_ms = *t;
+    }
+  }
+  ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+  row.time_ms = all.time_ms;
+  row.tflops = all.time_ms > 0 && row.impl != "comm-only" ? p.gemm_flop() / (all.time_ms * 1e9) : -1;
+  row.check = all.check;
+  row.rel_err = all.rel_err;
+  row.out_sum = all.out_sum;
+  row.out_sq = all.out_sq;
+  row.note = row.note.empty() ? all.note : absl::StrCat(row.note, all.note.empty() ? "" : "; ", all.note);
+  rows.push_back(row);
+  if (combined) *combined = all;
+  if (all.fatal) {
+    return absl::AbortedError(absl::StrCat(p.Label(), " ", row.impl, " ", row.backend, " x",
+                                           row.chunks, ": ", all.note));
+  }
+  return absl::OkStatus();
+}
+
+void Runner::Emit(const Problem& p, std::vector<ResultRow>& rows) {
+  if (rank_ != 0) return;
+  FillBounds(rows);
+  ResultRow pick;
+  if (SelectBest(rows, &pick)) rows.push_back(pick);
+  for (const ResultRow& r : rows) PrintTableRow(stdout, r);
+  std::string err;
+  if (!AppendCsv(f_.csv, rows, &err)) std::fprintf(stderr, "syncopate_tp_bench: %s\n", err.c_str());
+}
+
+absl::Status Runner::RunProblem(const Problem& p) {
+  std::vector<ResultRow> rows;
+  absl::Status st = MeasureAll(p, rows);
+  Emit(p, rows);
+  return st;
+}
+
+absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) {
+  // 1. Plans and kernels for every chunks value; a variant is used only where every rank built
+  // it (launches must match across ranks).
+  std::vector<Variant> variants(f_.chunks.size());
+  for (size_t i = 0; i < variants.size(); ++i) {
+    Variant& v = variants[i];
+    v.chunks = f_.chunks[i];
+    absl::Status st = BuildVariant(p, v);
+    Measurement mine;
+    mine.check = st.ok() ? "pass" : "error";
+    mine.note = st.ok() ? "" : std::string(st.message()).substr(0, 400);
+    ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+    v.usable = all.check == "pass";
+    v.error = all.note;
+    if (!v.usable) {
+      ResultRow r = RowFor(p, "syncopate");
+      r.chunks = v.chunks;
+      r.check = "unsupported";
+      r.note = absl::StrCat("plan/compile: ", v.error);
+      rows.push_back(r);
+    }
+  }
+  Variant* base = nullptr;
+  for (Variant& v : variants) {
+    if (v.usable && base == nullptr) base = &v;
+  }
+  if (base == nullptr) return absl::OkStatus();
+  // 2. Inputs and the fp32 reference (every rank the same way; any failure is fatal for the
+  // world size, since ranks would no longer agree on what runs next).
+  {
+    absl::Status st = SetUpInputs(p, *base);
+    Measurement mine = st.ok() ? Measurement{} : Failed(st, true);
+    ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+    if (all.fatal) return absl::AbortedError(absl::StrCat(p.Label(), " set-up: ", all.note));
+  }
+  const bool reduce = !is_ag(p);
+  // 3. The local GEMM (identity schedule): T_gemm_local. AG: C checked against the reference.
+  // RS / AR: its output is this rank's partial, checked in SetUpInputs against the own-partial
+  // reference (the comm_only and unfused measurements start from that partial).
+  auto local = [&]() { return rt_->LaunchLocal(*base->gemm_bound, stream()); };
+  {
+    ResultRow r = RowFor(p, "local-gemm");
+    if (is_ag(p)) {
+      RETURN_IF_ERROR(Measure(p, r, nullptr, local,
+                              [&] { return tk_->Poison16(c_.get(), p.m * p.n, stream()); },
+                              CheckWhat::kResult, rows, nullptr));
+    } else {
+      RETURN_IF_ERROR(Measure(p, r, nullptr, local, nullptr, CheckWhat::kNone, rows, nullptr));
+      ASSIGN_OR_RETURN(Measurement check, Gather(local_check_));
+      ResultRow& back = rows.back();
+      back.check = f_.check ? check.check : "skip";
+      back.rel_err = check.rel_err;
+      back.note = absl::StrCat("checked against this rank's own partial",
+                               check.note.empty() ? "" : "; ", check.note);
+    }
+  }
+  // 4. cuBLAS on the same per-rank GEMM (bf16 out), for reference; not checked.
+  if (cublas_) {
+    ResultRow r = RowFor(p, "cublas-gemm");
+    CUdeviceptr a = is_ag(p) ? data_->local() : a_.get();
+    auto run = [&] { return cublas_->Gemm(a, b_.get(), c_.get(), p.m, p.n, p.k, false, false); };
+    Measurement mine;
+    auto t = Time(nullptr, run);
+    mine = t.ok() ? Measurement{} : Failed(t.status());
+    if (t.ok()) mine.time_ms = *t;
+    ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+    r.time_ms = all.time_ms;
+    r.tflops = all.time_ms > 0 ? p.gemm_flop() / (all.time_ms * 1e9) : -1;
+    r.check = all.check == "error" ? "error" : "skip";
+    r.note = all.note;
+    rows.push_back(r);
+  }
+  // 5. comm_only per backend x chunks: T_comm.
+  auto backend_of = [](const std::string& b) { return b == "ce" ? Backend::kCopyEngine : Backend::kSm; };
+  auto launch_opts = [&](const std::string& b) {
+    cuda::LaunchOptions lo;
+    lo.backend = backend_of(b);
+    lo.timeout = absl::Milliseconds(f_.timeout_ms);
+    return lo;
+  };
+  const double comm_bytes =
+      is_ag(p) ? static_cast<double>(p.m) * p.k * kEs * (world_ - 1) / world_
+               : static_cast<double>(p.m) * p.n * kEs * (world_ - 1) / world_ *
+                     (p.workload == Workload::kGemmAllReduce ? 2 : 1);
+  const Variant* best_comm = nullptr;
+  std::string best_backend;
+  double best_comm_ms = -1;
+  for (const std::string& b : f_.backends) {
+    for (Variant& v : variants) {
+      if (!v.usable) continue;
+      ResultRow r = RowFor(p, "comm-only");
+      r.backend = b;
+      r.chunks = v.chunks;
+      if (b == "ce" && v.pk.has_reductions) {
+        r.check = "unsupported";
+        r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
+                              PlanTemplate(f_, p.workload), " reduces");
+        rows.push_back(r);
+        continue;
+      }
+      const cuda::LaunchOptions lo = launch_opts(b);
+      auto run = [&] { return rt_->Launch(*v.comm_bound, stream(), lo); };
+      std::function<absl::Status()> prepare;
+      if (reduce) prepare = [&] { return RestorePartial(p); };
+      std::function<absl::Status()> prepare_check = [&]() -> absl::Status {
+        RETURN_IF_ERROR(PoisonForCheck(p));
+        if (reduce) return RestorePartial(p);
+        return absl::OkStatus();
+      };
+      Measurement all;
+      RETURN_IF_ERROR(Measure(p, r, prepare, run, prepare_check,
+                              reduce ? CheckWhat::kResult : CheckWhat::kGatherOnly, rows, &all));
+      if (all.time_ms > 0) {
+        rows.back().note = absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)),
+                                        rows.back().note.empty() ? "" : "; ", rows.back().note);
+      }
+      if (all.time_ms > 0 && all.check != "fail" && all.check != "error" &&
+          (best_comm_ms < 0 || all.time_ms < best_comm_ms)) {
+        best_comm_ms = all.time_ms;
+        best_comm = &v;
+        best_backend = b;
+      }
+    }
+  }
+  // 6. The fused kernel per backend x chunks.
+  for (const std::string& b : f_.backends) {
+    for (Variant& v : variants) {
+      if (!v.usable) continue;
+      ResultRow r = RowFor(p, "syncopate");
+      r.backend = b;
+      r.chunks = v.chunks;
+      if (b == "ce" && v.pk.has_reductions) {
+        r.check = "unsupported";
+        r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
+                              PlanTemplate(f_, p.workload), " reduces");
+        rows.push_back(r);
+        continue;
+      }
+      const cuda::LaunchOptions lo = launch_opts(b);
+      auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
+      RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
+                              CheckWhat::kResult, rows, nullptr));
+    }
+  }
+  // 7. Unfused: the parts back to back at the best comm_only config (what a fallback runs).
+  if (best_comm != nullptr) {
+    ResultRow r = RowFor(p, "unfused");
+    r.backend = best_backend;
+    r.chunks = best_comm->chunks;
+    const cuda::LaunchOptions lo = launch_opts(best_backend);
+    const Variant* v = best_comm;
+    auto run = [&]() -> absl::Status {
+      if (is_ag(p)) {
+        RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));
+        return rt_->LaunchLocal(*v->gemm_bound, stream());
+      }
+      RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream()));
+      return rt_->Launch(*v->comm_bound, stream(), lo);
+    };
+    r.note = is_ag(p) ? "comm_only then local GEMM" : "local GEMM then comm_only";
+    RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
+                            CheckWhat::kResult, rows, nullptr));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunRank(const BenchFlags& flags, int world, int rank, const std::string& group_id) {
+  const std::vector<Problem> problems = ProblemsFor(flags, world);
+  Runner runner(flags, world, rank);
+  RETURN_IF_ERROR(runner.Init(group_id, problems));
+  for (const Problem& p : problems) {
+    if (rank == 0) {
+      std::printf("\n== %s\n", p.Label().c_str());
+      std::fflush(stdout);
+    }
+    RETURN_IF_ERROR(runner.RunProblem(p));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::tp_bench

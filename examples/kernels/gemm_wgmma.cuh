@@ -1,0 +1,399 @@
+// Example local kernel for Hopper (sm_90a): C[M, N] = A[M, K] * B[N, K]^T, the same contract as
+// gemm_mma.cuh (both operands K-contiguous, bf16 or fp16 in, fp32 accumulate, T out), at
+// tensor-core rate through wgmma.
+//
+// Structure (warp specialisation, one CTA per SM, persistent over the schedule's tiles):
+//   warpgroup 0      producer: for each tile, one thread acquires the tile's incoming chunks
+//                    (s.wait_by_thread), then the 128 threads stream the tile's k-blocks
+//                    (BM x 64 of A, BN x 64 of B) into a kStages-deep ring of shared-memory
+//                    stages with cp.async, 16 bytes each, into the 128-byte-swizzled layout wgmma
+//                    descriptors expect; each thread's copies arrive on the stage's "full"
+//                    mbarrier when they land (cp.async.mbarrier.arrive.noinc).
+//   warpgroups 1, 2  consumers: each owns 64 rows of the BM = 128 row tile; per k-block, four
+//                    wgmma.m64nBNk16 (A and B from shared memory), one commit group kept in
+//                    flight, the stage released on its "empty" mbarrier once the wgmmas reading it
+//                    completed. Epilogue: fp32 -> T from registers straight to global memory,
+//                    then s.done_by_group over the 256 consumer threads (named barrier 2).
+// The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
+// its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
+//
+// Loads use cp.async rather than TMA (cp.async.bulk.tensor): TMA needs a CUtensorMap per operand
+// encoded on the host, which the launch ABI does not carry yet (see the report of issue 7); the
+// wgmma core and the swizzled layout are what TMA would fill, so switching is local to the
+// producer. Shapes: any M, N; K % 8 == 0 with 16-byte aligned A and B takes the cp.async path,
+// anything else a (slow) element-wise producer path. Out-of-range rows and k are zero-filled,
+// stores predicated.
+//
+// Launch: 384 threads; dynamic shared memory kStages * (BM + BN) * 128 + 2048 bytes (198656 for
+// 128 x 256 x 4 stages); any grid (a persistent grid of one CTA per SM is best).
+// Compile for sm_90a (wgmma); on other targets this header compiles to a trap, and the runtime
+// selects gemm_mma.cuh there.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <syncopate/device.cuh>
+
+namespace syncopate_examples {
+namespace wgmma_detail {
+
+constexpr int kBK = 64;            // k elements per stage: one 128-byte swizzle row of 16-bit data
+constexpr int kRowBytes = kBK * 2;
+constexpr int kThreads = 384;      // 3 warpgroups
+constexpr int kProducerThreads = 128;
+constexpr int kConsumerThreads = 256;
+constexpr int kConsumerBarrier = 2;  // named barriers: 1 producer group, 2 consumer group
+constexpr int kProducerBarrier = 1;
+
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_SPECIFIC__) || \
+     defined(__CUDA_ARCH_FEAT_SM90A))
+#define SYNCOPATE_WGMMA_OK 1
+#else
+#define SYNCOPATE_WGMMA_OK 0
+#endif
+
+__device__ __forceinline__ void MbarInit(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(bar)), "r"(count)
+               : "memory");
+}
+
+__device__ __forceinline__ void MbarArrive(unsigned long long* bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(
+                   SmemAddr(bar))
+               : "memory");
+}
+
+// Spins until the barrier's phase with parity `parity` has completed (acquire, CTA scope).
+__device__ __forceinline__ void MbarWait(unsigned long long* bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(SmemAddr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// 16-byte async copy; bytes beyond `src_bytes` (0 or 16) are zero-filled.
+__device__ __forceinline__ void CpAsync16(unsigned smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// Arrives on `bar` once every cp.async this thread issued so far has landed; the arrival counts
+// toward the barrier's initial count (noinc).
+__device__ __forceinline__ void CpAsyncArrive(unsigned long long* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddr(bar))
+               : "memory");
+}
+
+// Shared memory written through the generic proxy (cp.async, st.shared) is read by wgmma through
+// the async proxy: order the two.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// wgmma shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle: rows of 128
+// bytes, 8-row (1024-byte) swizzle atoms stacked at a stride of 1024 bytes (SBO); LBO is unused
+// for this layout (1 by convention); layout type 1 = SWIZZLE_128B (bits 62-63).
+__device__ __forceinline__ unsigned long long Descriptor(unsigned smem_addr) {
+  return static_cast<unsigned long long>((smem_addr & 0x3FFFF) >> 4) |
+         (1ull << 16) | (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+#if SYNCOPATE_WGMMA_OK
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// The wgmma wrappers below are mechanical (one per N x dtype; 128 or 64 accumulator registers).
+// D[64 x 256] (+)= A[64 x 16] * B[256 x 16]^T, both K-major in 128B-swizzled shared memory.
+__device__ __forceinline__ void Wgmma256Bf16(float (&d)[128], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+      : "memory");
+}
+// D[64 x 256] (+)= A[64 x 16] * B[256 x 16]^T, both K-major in 128B-swizzled shared memory.
+__device__ __forceinline__ void Wgmma256F16(float (&d)[128], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+      : "memory");
+}
+// D[64 x 128] (+)= A[64 x 16] * B[128 x 16]^T, both K-major in 128B-swizzled shared memory.
+__device__ __forceinline__ void Wgmma128Bf16(float (&d)[64], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+      : "memory");
+}
+// D[64 x 128] (+)= A[64 x 16] * B[128 x 16]^T, both K-major in 128B-swizzled shared memory.
+__device__ __forceinline__ void Wgmma128F16(float (&d)[64], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+      : "memory");
+}
+#endif  // SYNCOPATE_WGMMA_OK
+
+template <class T, int BN>
+struct Wgmma;
+
+#if SYNCOPATE_WGMMA_OK
+template <>
+struct Wgmma<__nv_bfloat16, 256> {
+  static __device__ __forceinline__ void Run(float (&d)[128], unsigned long long a,
+                                             unsigned long long b) {
+    Wgmma256Bf16(d, a, b, 1);
+  }
+};
+template <>
+struct Wgmma<__half, 256> {
+  static __device__ __forceinline__ void Run(float (&d)[128], unsigned long long a,
+                                             unsigned long long b) {
+    Wgmma256F16(d, a, b, 1);
+  }
+};
+template <>
+struct Wgmma<__nv_bfloat16, 128> {
+  static __device__ __forceinline__ void Run(float (&d)[64], unsigned long long a,
+                                             unsigned long long b) {
+    Wgmma128Bf16(d, a, b, 1);
+  }
+};
+template <>
+struct Wgmma<__half, 128> {
+  static __device__ __forceinline__ void Run(float (&d)[64], unsigned long long a,
+                                             unsigned long long b) {
+    Wgmma128F16(d, a, b, 1);
+  }
+};
+#endif
+
+template <class T>
+struct Out;
+template <>
+struct Out<__nv_bfloat16> {
+  static __device__ __forceinline__ __nv_bfloat162 Pack(float x, float y) {
+    return __floats2bfloat162_rn(x, y);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 One(float x) { return __float2bfloat16_rn(x); }
+};
+template <>
+struct Out<__half> {
+  static __device__ __forceinline__ __half2 Pack(float x, float y) { return __floats2half2_rn(x, y); }
+  static __device__ __forceinline__ __half One(float x) { return __float2half_rn(x); }
+};
+
+// Producer, one stage: rows [row0, row0 + ROWS) x k [k0, k0 + 64) of a [rows, K] K-contiguous
+// matrix into the swizzled stage at `stage` (shared address, 1024-aligned): row r's 16-byte
+// chunk c lands at r * 128 + ((c ^ (r % 8)) * 16), the 128-byte swizzle's address pattern.
+template <int ROWS, class T>
+__device__ __forceinline__ void LoadStage(unsigned stage, const T* g, int row0, int rows, int k0,
+                                          int K, int ptid) {
+  constexpr int kChunks = ROWS * 8;
+  static_assert(kChunks % kProducerThreads == 0, "rows must be a multiple of 16");
+#pragma unroll
+  for (int j = 0; j < kChunks / kProducerThreads; ++j) {
+    const int c = ptid + j * kProducerThreads;
+    const int r = c >> 3;
+    const int ch = c & 7;
+    const int gr = row0 + r;
+    const int gk = k0 + ch * 8;
+    const bool in = gr < rows && gk < K;  // K % 8 == 0: a chunk is all in or all out
+    CpAsync16(stage + r * kRowBytes + ((ch ^ (r & 7)) << 4),
+              in ? g + static_cast<long long>(gr) * K + gk : g, in ? 16 : 0);
+  }
+}
+
+// The same with ordinary loads and stores (any K, any alignment); the caller fences.
+template <int ROWS, class T>
+__device__ __forceinline__ void LoadStageScalar(unsigned char* stage, const T* g, int row0,
+                                                int rows, int k0, int K, int ptid) {
+  const unsigned short* src = reinterpret_cast<const unsigned short*>(g);
+  for (int c = ptid; c < ROWS * 8; c += kProducerThreads) {
+    const int r = c >> 3;
+    const int ch = c & 7;
+    const int gr = row0 + r;
+    unsigned short* d =
+        reinterpret_cast<unsigned short*>(stage + r * kRowBytes + ((ch ^ (r & 7)) << 4));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int gk = k0 + ch * 8 + e;
+      d[e] = (gr < rows && gk < K) ? src[static_cast<long long>(gr) * K + gk] : 0;
+    }
+  }
+}
+
+}  // namespace wgmma_detail
+
+template <class Schedule, class T, int BM = 128, int BN = 256, int kStages = 4>
+__device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __restrict__ B,
+                           T* __restrict__ C, int M, int N, int K) {
+  using namespace wgmma_detail;
+  static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
+  static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for N = 128 and 256");
+  static_assert(kStages >= 2, "at least double buffering");
+#if !SYNCOPATE_WGMMA_OK
+  __trap();  // compiled for a target without wgmma: the runtime never launches this
+#else
+  constexpr int kStageA = BM * kRowBytes;
+  constexpr int kStageB = BN * kRowBytes;
+  extern __shared__ __align__(1024) unsigned char syncopate_wgmma_smem[];
+  // Swizzle atoms need 1024-byte alignment; the dynamic size carries 1024 bytes of slack.
+  const unsigned raw = SmemAddr(syncopate_wgmma_smem);
+  unsigned char* base = syncopate_wgmma_smem + (((raw + 1023u) & ~1023u) - raw);
+  unsigned char* a_stages = base;
+  unsigned char* b_stages = base + kStages * kStageA;
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(b_stages + kStages * kStageB);
+  unsigned long long* empty = full + kStages;
+  volatile int* aborted = reinterpret_cast<volatile int*>(empty + kStages);
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      MbarInit(&full[i], kProducerThreads);
+      MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
+    }
+    *aborted = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int ktiles = (K + kBK - 1) / kBK;
+  // Broadcast from lane 0 so the compiler sees the role as warp-uniform; otherwise ptxas treats
+  // the consumer branch as divergent and serialises the wgmmas (warning C7518).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+
+  if (wg == 0) {
+    // ---------------- producer warpgroup ----------------
+    const int ptid = threadIdx.x;
+    const bool vec_ok = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
+                                        reinterpret_cast<unsigned long long>(B)) & 15ull) == 0ull;
+    int it = 0;  // k-blocks issued by this CTA, across tiles: stage it % kStages
+    for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+      const syncopate::Tile t = s.tile(i);
+      // `aborted` names the k-block at which the producer stopped (it + 1), so a consumer only
+      // stops there, never at an earlier tile whose stage it is still reading.
+      if (ptid == 0 && !s.wait_by_thread(t)) *aborted = it + 1;
+      syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // chunks acquired (or not)
+      if (*aborted != 0) {
+        // Wake the consumers at the stage they will wait on next; they see the flag and return.
+        const int st = it % kStages;
+        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+        MbarArrive(&full[st]);
+        return;
+      }
+      const int m0 = t.m * BM;
+      const int n0 = t.n * BN;
+      for (int kb = 0; kb < ktiles; ++kb, ++it) {
+        const int st = it % kStages;
+        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+        unsigned char* sa = a_stages + st * kStageA;
+        unsigned char* sb = b_stages + st * kStageB;
+        if (vec_ok) {
+          LoadStage<BM>(SmemAddr(sa), A, m0, M, kb * kBK, K, ptid);
+          LoadStage<BN>(SmemAddr(sb), B, n0, N, kb * kBK, K, ptid);
+          CpAsyncArrive(&full[st]);
+        } else {
+          LoadStageScalar<BM>(sa, A, m0, M, kb * kBK, K, ptid);
+          LoadStageScalar<BN>(sb, B, n0, N, kb * kBK, K, ptid);
+          FenceProxyAsync();
+          MbarArrive(&full[st]);
+        }
+      }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    return;
+  }
+
+  // ---------------- consumer warpgroups ----------------
+  const int ci = wg - 1;                 // rows [ci * 64, ci * 64 + 64) of the tile
+  const int ctid = threadIdx.x - kProducerThreads;
+  const syncopate::ThreadGroup group{ctid, kConsumerThreads, kConsumerBarrier};
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x / 32) % 4;  // warp within the warpgroup: 16 rows each
+  const bool pair_store = N % 2 == 0 && (reinterpret_cast<unsigned long long>(C) & 3ull) == 0ull;
+  const unsigned a_base = SmemAddr(a_stages) + ci * 64 * kRowBytes;
+  const unsigned b_base = SmemAddr(b_stages);
+  int it = 0;
+  for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+    const syncopate::Tile t = s.tile(i);
+    float acc[BN / 2];
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+    int prev = -1;
+    for (int kb = 0; kb < ktiles; ++kb, ++it) {
+      const int st = it % kStages;
+      MbarWait(&full[st], (it / kStages) & 1);
+      // The producer gave up on this tile's chunks (read once per warp: a uniform branch).
+      if (kb == 0 && __shfl_sync(0xffffffffu, *aborted, 0) == it + 1) return;
+      FenceProxyAsync();
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        Wgmma<T, BN>::Run(acc, Descriptor(a_base + st * kStageA + kk * 32),
+                          Descriptor(b_base + st * kStageB + kk * 32));
+      }
+      WgmmaCommit();
+      WgmmaWait<1>();  // the previous k-block's wgmmas are done reading their stage
+      if (prev >= 0 && lane == 0) MbarArrive(&empty[prev]);
+      prev = st;
+    }
+    WgmmaWait<0>();
+    if (prev >= 0 && lane == 0) MbarArrive(&empty[prev]);
+
+    // Epilogue: acc[4j + {0,1}] is row r, columns 8j + 2q + {0,1}; acc[4j + {2,3}] row r + 8.
+    const int row = t.m * BM + ci * 64 + warp * 16 + lane / 4;
+    const int col0 = t.n * BN + (lane % 4) * 2;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col0 + j * 8;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row + h * 8;
+        if (r >= M) continue;
+        T* out = C + static_cast<long long>(r) * N + col;
+        const float x = acc[4 * j + 2 * h];
+        const float y = acc[4 * j + 2 * h + 1];
+        if (pair_store && col + 1 < N) {
+          *reinterpret_cast<decltype(Out<T>::Pack(0.f, 0.f))*>(out) = Out<T>::Pack(x, y);
+        } else {
+          if (col < N) out[0] = Out<T>::One(x);
+          if (col + 1 < N) out[1] = Out<T>::One(y);
+        }
+      }
+    }
+    s.done_by_group(t, group);
+  }
+#endif  // SYNCOPATE_WGMMA_OK
+}
+
+}  // namespace syncopate_examples
