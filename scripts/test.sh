@@ -7,3 +7,5 @@ scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+# The request decoder + validator under libFuzzer (clang, ASan, UBSan) for a fixed time.
+scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

@@ -1,0 +1,265 @@
+// See compile_backend.h.
+#include "server/compile_backend.h"
+
+#include <chrono>
+#include <optional>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "absl/strings/str_cat.h"
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/kernel_spec.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/validate.h"
+#include "runtime/plan_io/plan_proto.h"
+#include "server/agreement.h"
+
+namespace syncopate::server {
+namespace {
+
+constexpr size_t kPreparedEntries = 256;  // keys are whole requests and pin kernels: bound them
+
+absl::Status Prefix(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// The overlap compiler's translation unit for this request: fused (spec x plan) or, without a
+// plan, the local kernel over the identity schedule.
+absl::StatusOr<jit::GeneratedKernel> GenerateSource(const v1::CompileRequest& request,
+                                                   const jit::KernelSpec& spec,
+                                                   const plan::Plan* plan) {
+  jit::CodegenOptions options;
+  if (!request.kernel().program_name().empty()) {
+    options.kernel_source_name = request.kernel().program_name();
+  }
+  absl::StatusOr<jit::GeneratedKernel> generated =
+      plan != nullptr ? jit::GenerateFusedKernel(*plan, spec, request.kernel().source(), options)
+                      : jit::GenerateLocalKernel(spec, request.kernel().source(), options);
+  if (!generated.ok()) return Prefix(generated.status(), "kernel.spec x plan: ");
+  return generated;
+}
+
+void FillLaunch(const jit::GeneratedKernel& generated, v1::LaunchMetadata& launch) {
+  const jit::LaunchMetadata& m = generated.metadata;
+  launch.set_entry(generated.entry_symbol);
+  launch.add_grid(static_cast<uint32_t>(m.suggested_comm_ctas + std::max(1, m.num_tiles)));
+  launch.add_grid(1);
+  launch.add_grid(1);
+  launch.set_block_threads(m.block_dim);
+  launch.set_shared_mem_bytes(m.dynamic_smem_bytes);
+  launch.set_num_comm_ctas(m.suggested_comm_ctas);
+  launch.set_num_tiles(m.num_tiles);
+  launch.set_num_chunks(m.num_outgoing_chunks);
+  launch.set_fused(m.fused);
+  launch.set_tiles_m(m.tiles_m);
+  launch.set_tiles_n(m.tiles_n);
+  launch.set_world_size(m.world_size);
+  launch.set_num_signals(m.num_signals);
+  launch.set_num_plan_signals(m.num_plan_signals);
+  for (const auto& per_rank : m.outgoing_transfers) {
+    launch.add_outgoing_transfers()->mutable_values()->Add(per_rank.begin(), per_rank.end());
+  }
+  for (const auto& per_rank : m.landing_guards) {
+    v1::LaunchMetadata::Guards* guards = launch.add_landing_guards();
+    for (const auto& guard : per_rank) {
+      v1::LaunchMetadata::Guard* g = guards->add_guards();
+      g->set_transfer(guard.transfer);
+      g->set_signal(guard.signal);
+    }
+  }
+  for (const jit::OperandSlot& slot : m.operands) {
+    v1::LaunchMetadata::OperandSlot* out = launch.add_operands();
+    out->set_slot(slot.slot);
+    out->set_name(slot.name);
+    out->set_buffer(slot.buffer);
+    out->set_dtype(plan_io::ToProto(slot.dtype));
+    out->set_role(jit::OperandRoleName(slot.role));
+    out->set_kernel_param(slot.kernel_param);
+    out->set_needs_identity_fill(slot.needs_identity_fill);
+    out->mutable_shape()->Add(slot.shape.begin(), slot.shape.end());
+    out->set_bytes(slot.bytes);
+  }
+}
+
+// The memo key of a request: the deterministic encodings of everything that affects the result
+// (not the timeout), length-prefixed. The bytes themselves are the key (hashed by the map,
+// compared in full), so a repeated request costs a serialization, no copy and no SHA-256.
+void AppendDeterministic(const google::protobuf::Message& message, std::string& out) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  absl::StrAppend(&out, bytes.size(), ":", bytes);
+}
+
+std::string RequestKey(const v1::CompileRequest& request) {
+  std::string key;
+  AppendDeterministic(request.kernel(), key);
+  AppendDeterministic(request.plan(), key);
+  // rank and known_cache_key do not change the result: one generated kernel serves every rank.
+  absl::StrAppend(&key, request.arch().size(), ":", request.arch());
+  return key;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Options& options) {
+  cache::KernelCache::Options cache_options;
+  cache_options.dir = options.cache_dir;
+  cache_options.memory_only = options.cache_dir.empty();
+  cache_options.disk_budget_bytes = options.cache_max_bytes;
+  ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
+                   cache::KernelCache::Open(cache_options));
+  return std::unique_ptr<CompileBackend>(new CompileBackend(options, std::move(cache)));
+}
+
+absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::Prepare(
+    const v1::CompileRequest& request, const std::string& fingerprint) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = prepared_.find(fingerprint); it != prepared_.end()) return it->second.prepared;
+  }
+  absl::StatusOr<jit::KernelSpec> spec = jit::ParseKernelSpec(request.kernel().spec());
+  if (!spec.ok()) return Prefix(spec.status(), "kernel.spec: ");
+  if (absl::Status s = jit::ValidateKernelSpec(*spec); !s.ok()) return Prefix(s, "kernel.spec: ");
+
+  auto prepared = std::make_shared<Prepared>();
+  std::optional<plan::Plan> plan;
+  if (request.has_plan()) {
+    absl::StatusOr<plan::Plan> decoded = plan_io::FromProto(request.plan());
+    if (!decoded.ok()) return Prefix(decoded.status(), "plan.");
+    if (absl::Status s = plan::ValidatePlan(*decoded); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("plan: fails validation: ", s.message()));
+    }
+    if (absl::Status s = jit::CheckSpecAgainstPlan(*spec, *decoded); !s.ok()) {
+      return Prefix(s, "kernel.spec (against plan): ");
+    }
+    prepared->plan_hash = plan::PlanHash(*decoded);
+    plan = std::move(decoded).value();
+  }
+  ASSIGN_OR_RETURN(jit::GeneratedKernel generated,
+                   GenerateSource(request, *spec, plan ? &*plan : nullptr));
+  prepared->source = std::move(generated.source);
+
+  nvrtc::CompileOptions& nvrtc_options = prepared->nvrtc_options;
+  nvrtc_options.arch = request.arch();
+  // C++17 for the device headers, then the caller's options (which may override it).
+  nvrtc_options.extra_options.push_back("-std=c++17");
+  nvrtc_options.extra_options.insert(nvrtc_options.extra_options.end(),
+                                     request.kernel().options().begin(),
+                                     request.kernel().options().end());
+  // The caller's headers, then the device headers (ours win: the generated code is built
+  // against exactly these).
+  nvrtc_options.headers.insert(request.kernel().headers().begin(),
+                               request.kernel().headers().end());
+  for (auto& [name, content] : generated.headers) nvrtc_options.headers[name] = content;
+  if (!options_.cuda_include_dir.empty()) {
+    nvrtc_options.include_paths = {options_.cuda_include_dir, options_.cuda_include_dir + "/cccl"};
+  }
+  nvrtc_options.program_name = request.kernel().program_name().empty()
+                                   ? "syncopate_generated.cu"
+                                   : request.kernel().program_name();
+  if (absl::StatusOr<nvrtc::Arch> arch = nvrtc::ParseArch(request.arch()); !arch.ok()) {
+    return Prefix(arch.status(), "arch: ");
+  }
+
+  cache::CacheKeyParts parts;
+  parts.source = prepared->source;
+  parts.headers = nvrtc_options.headers;
+  parts.nvrtc_version = nvrtc::NvrtcVersion();
+  parts.options = nvrtc_options.extra_options;
+  parts.arch = request.arch();
+  parts.plan_hash = prepared->plan_hash;
+  prepared->key = cache::CacheKey::FromParts(parts);
+
+  FillLaunch(generated, prepared->launch);
+
+  std::shared_ptr<const Prepared> result = std::move(prepared);
+  absl::MutexLock lock(&mu_);
+  if (prepared_.emplace(fingerprint, Memo{result, nullptr}).second) {
+    prepared_order_.push_back(fingerprint);
+  }
+  while (prepared_order_.size() > kPreparedEntries) {
+    prepared_.erase(prepared_order_.front());
+    prepared_order_.pop_front();
+  }
+  return result;
+}
+
+bool CompileBackend::AcquireSlot(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_ < options_.compile_threads;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) return false;
+  ++running_;
+  return true;
+}
+
+void CompileBackend::ReleaseSlot() {
+  absl::MutexLock lock(&mu_);
+  --running_;
+}
+
+std::optional<CompileOutcome> CompileBackend::CompileIfServedBefore(
+    const v1::CompileRequest& request) {
+  const std::string key = RequestKey(request);
+  absl::MutexLock lock(&mu_);
+  auto it = prepared_.find(key);
+  if (it == prepared_.end() || it->second.kernel == nullptr) return std::nullopt;
+  CompileOutcome outcome;
+  outcome.kernel = it->second.kernel;
+  outcome.cache_hit = true;
+  outcome.cache_key = it->second.prepared->key.hex();
+  outcome.plan_hash = it->second.prepared->plan_hash;
+  outcome.launch = it->second.prepared->launch;
+  return outcome;
+}
+
+absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest& request,
+                                                       absl::Time deadline) {
+  const std::string request_key = RequestKey(request);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, Prepare(request, request_key));
+  bool compiled_here = false;
+  absl::StatusOr<cache::KernelCache::Result> result = cache_->GetOrCompile(
+      prepared->key, [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+        // Only a miss gets here; bound the number of NVRTC compiles running at once.
+        if (!AcquireSlot(deadline)) {
+          return absl::DeadlineExceededError(
+              "deadline passed while waiting for a free compile slot (compile_threads)");
+        }
+        compiled_here = true;
+        nvrtc::CompileOptions options = prepared->nvrtc_options;
+        options.deadline = std::chrono::steady_clock::now() +
+                           absl::ToChronoNanoseconds(deadline - absl::Now());
+        absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
+        ReleaseSlot();
+        return kernel;
+      });
+  if (!result.ok()) {
+    if (result.status().code() == absl::StatusCode::kInvalidArgument) {
+      return Prefix(result.status(), "kernel.source: does not compile: ");
+    }
+    return result.status();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = prepared_.find(request_key); it != prepared_.end()) {
+      it->second.kernel = result->kernel;
+    }
+  }
+  CompileOutcome outcome;
+  outcome.kernel = result->kernel;
+  // A hit: this request ran no compile (memory, disk, or another request's compile in flight).
+  outcome.cache_hit = !compiled_here;
+  outcome.cache_key = prepared->key.hex();
+  outcome.plan_hash = prepared->plan_hash;
+  outcome.launch = prepared->launch;
+  return outcome;
+}
+
+}  // namespace syncopate::server

@@ -1,0 +1,85 @@
+// Compile requests through the node's kernel cache: checks the kernel spec and plan, generates the
+// fused kernel's source with the overlap compiler (jit/compiler: spec x plan -> schedule tables +
+// entry; without a plan, the identity-schedule local kernel), builds the cache key, and runs NVRTC
+// only on a miss (the cache's single flight makes the eight ranks of a node, and every later job,
+// share one compile; the generated tables cover every rank, so one binary serves them all).
+//
+// Thread-safety: Compile() is thread-safe; at most `compile_threads` NVRTC compiles run at once.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "jit/cache/kernel_cache.h"
+#include "syncopate/v1/service.pb.h"
+
+namespace syncopate::server {
+
+struct CompileOutcome {
+  std::shared_ptr<const nvrtc::CompiledKernel> kernel;
+  bool cache_hit = false;
+  std::string cache_key;
+  std::string plan_hash;
+  v1::LaunchMetadata launch;
+};
+
+class CompileBackend {
+ public:
+  struct Options {
+    std::string cache_dir;  // "" : memory only
+    uint64_t cache_max_bytes = 4ull << 30;
+    int compile_threads = 4;
+    // CUDA headers for NVRTC (cuda_bf16.h, ...); also <dir>/cccl. Default: the build's toolkit.
+    std::string cuda_include_dir;
+  };
+
+  static absl::StatusOr<std::unique_ptr<CompileBackend>> Create(const Options& options);
+
+  // Errors: InvalidArgument naming the field (kernel.spec, plan, kernel.source with the compile
+  // log), DeadlineExceeded when the compile (or the wait for a compile slot) passes `deadline`.
+  absl::StatusOr<CompileOutcome> Compile(const v1::CompileRequest& request, absl::Time deadline);
+  // The answer when this exact request was served before and its kernel is at hand: never
+  // blocks on a compile or the disk, so callback-API handlers may call it inline. nullopt: call
+  // Compile (on a thread that may block).
+  std::optional<CompileOutcome> CompileIfServedBefore(const v1::CompileRequest& request);
+
+  cache::CacheStats CacheStats() const { return cache_->Stats(); }
+
+ private:
+  // What the checks of one distinct request produced: repeated requests (every rank, every
+  // step) skip spec parsing and plan validation.
+  struct Prepared {
+    cache::CacheKey key;
+    std::string source;
+    std::string plan_hash;
+    v1::LaunchMetadata launch;
+    nvrtc::CompileOptions nvrtc_options;
+  };
+  struct Memo {
+    std::shared_ptr<const Prepared> prepared;
+    std::shared_ptr<const nvrtc::CompiledKernel> kernel;  // set once compiled or found
+  };
+
+  CompileBackend(const Options& options, std::unique_ptr<cache::KernelCache> cache)
+      : options_(options), cache_(std::move(cache)) {}
+  absl::StatusOr<std::shared_ptr<const Prepared>> Prepare(const v1::CompileRequest& request,
+                                                          const std::string& request_key);
+  bool AcquireSlot(absl::Time deadline);
+  void ReleaseSlot();
+
+  const Options options_;
+  std::unique_ptr<cache::KernelCache> cache_;
+  absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, Memo> prepared_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> prepared_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::server

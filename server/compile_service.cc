@@ -1,0 +1,138 @@
+// See compile_service.h.
+#include "server/compile_service.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace syncopate::server {
+namespace {
+
+uint64_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) {
+      uint64_t kb = 0;
+      absl::string_view rest = absl::StripAsciiWhitespace(absl::string_view(line).substr(6));
+      rest = rest.substr(0, rest.find(' '));
+      if (absl::SimpleAtoi(rest, &kb)) return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status CompilerService::Admit(const grpc::CallbackServerContext& ctx,
+                                    const v1::CompileRequest& request) {
+  absl::Status status = env_->Authorize(ctx);
+  if (status.ok() && env_->draining()) {
+    status = absl::UnavailableError(absl::StrCat("daemon ", env_->daemon_name(),
+                                                 " is shutting down"));
+  }
+  if (status.ok()) status = CheckCompileRequest(request, env_->limits());
+  if (status.ok() && backend_ == nullptr) {
+    status = absl::UnavailableError(
+        absl::StrCat("the kernel cache of daemon ", env_->daemon_name(),
+                     " is unavailable: ", backend_status_.message()));
+  }
+  if (!status.ok()) {
+    env_->counters().rejected_calls++;
+    spdlog::info("event=rejected rpc=Compile peer={} code={} msg=\"{}\"", ctx.peer(),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+  }
+  return status;
+}
+
+grpc::Status CompilerService::Answer(const v1::CompileRequest& request,
+                                     absl::StatusOr<CompileOutcome> outcome,
+                                     const std::string& peer, v1::CompileResponse* response) {
+  env_->counters().compiles++;
+  if (!outcome.ok()) {
+    env_->counters().compile_errors++;
+    spdlog::info("event=compile_failed peer={} code={} msg=\"{}\"", peer,
+                 absl::StatusCodeToString(outcome.status().code()),
+                 std::string(outcome.status().message().substr(0, 500)));
+    return ToGrpcStatus(outcome.status());
+  }
+  if (outcome->cache_hit) env_->counters().compile_cache_hits++;
+  v1::CompiledKernel* kernel = response->mutable_kernel();
+  const bool omit = !request.known_cache_key().empty() &&
+                    request.known_cache_key() == outcome->cache_key;
+  if (omit) {
+    response->set_binary_omitted(true);
+  } else {
+    kernel->set_binary(outcome->kernel->binary);
+  }
+  kernel->set_is_ptx(outcome->kernel->is_ptx);
+  kernel->set_target(outcome->kernel->target);
+  kernel->set_log(outcome->kernel->log);
+  kernel->set_nvrtc_version(outcome->kernel->nvrtc_version);
+  kernel->set_plan_hash(outcome->plan_hash);
+  *kernel->mutable_launch() = std::move(outcome->launch);
+  response->set_cache_hit(outcome->cache_hit);
+  response->set_cache_key(outcome->cache_key);
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* ctx,
+                                                   const v1::CompileRequest* request,
+                                                   v1::CompileResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status status = Admit(*ctx, *request); !status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(*request)) {
+    reactor->Finish(Answer(*request, std::move(*hit), "", response));
+    return reactor;
+  }
+  const absl::Time deadline = env_->WaitDeadline(*ctx, request->timeout_ms());
+  const bool queued = workers_.Submit([this, reactor, request, response, deadline,
+                                       peer = ctx->peer()] {
+    reactor->Finish(Answer(*request, backend_->Compile(*request, deadline), peer, response));
+  });
+  if (!queued) {
+    env_->counters().rejected_calls++;
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 absl::StrCat("daemon ", env_->daemon_name(),
+                                              ": compile queue is full; retry later")));
+  }
+  return reactor;
+}
+
+grpc::Status DaemonService::Stats(grpc::ServerContext* ctx, const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) {
+  if (absl::Status s = env_->Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
+  const RegistryStats stats = env_->registry().Stats();
+  const Counters& c = env_->counters();
+  response->set_daemon(env_->daemon_name());
+  response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - env_->started()));
+  response->set_groups_formed(stats.groups_formed);
+  response->set_groups_failed(stats.groups_failed);
+  response->set_groups_live(stats.groups_live);
+  response->set_pending_joins(stats.pending_joins);
+  response->set_pending_agreements(stats.pending_agreements);
+  response->set_agreements(stats.agreements);
+  response->set_agreements_failed(stats.agreements_failed);
+  response->set_compiles(c.compiles.load());
+  response->set_compile_cache_hits(c.compile_cache_hits.load());
+  response->set_compile_errors(c.compile_errors.load());
+  response->set_forwarded_calls(c.forwarded_calls.load());
+  response->set_rejected_calls(c.rejected_calls.load());
+  response->set_rss_bytes(ResidentBytes());
+  response->set_draining(env_->draining());
+  if (compiler_ != nullptr && compiler_->backend() != nullptr) {
+    response->set_nvrtc_compiles(compiler_->backend()->CacheStats().compiles);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace syncopate::server

@@ -1,0 +1,435 @@
+// See group_registry.h.
+#include "server/group_registry.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+
+namespace syncopate::server {
+namespace {
+
+// "[1, 5, 7]", shortened for huge groups.
+std::string FormatRanks(const std::vector<int>& ranks) {
+  constexpr size_t kShown = 32;
+  if (ranks.size() <= kShown) return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
+  std::vector<int> head(ranks.begin(), ranks.begin() + kShown);
+  return absl::StrCat("[", absl::StrJoin(head, ", "), ", ... (", ranks.size(), " ranks)]");
+}
+
+std::string RandomHex() {
+  std::random_device device;
+  return absl::StrFormat("%08x", device());
+}
+
+int ProposalWorldSize(const v1::Proposal& proposal) {
+  if (proposal.has_template_request()) return proposal.template_request().world_size();
+  if (proposal.has_plan()) return proposal.plan().world_size();
+  return -1;
+}
+
+}  // namespace
+
+GroupRegistry::GroupRegistry(Options options)
+    : options_(std::move(options)), incarnation_(RandomHex()) {}
+
+GroupRegistry::~GroupRegistry() { Shutdown("the group registry is being destroyed"); }
+
+std::string GroupRegistry::Describe(const MemberInfo& member) {
+  std::string text = absl::StrCat("rank ", member.rank);
+  if (!member.node_name.empty()) absl::StrAppend(&text, " (node ", member.node_name);
+  if (!member.daemon.empty()) {
+    absl::StrAppend(&text, member.node_name.empty() ? " (" : ", ", "via daemon ", member.daemon);
+  }
+  if (!member.node_name.empty() || !member.daemon.empty()) text += ")";
+  return text;
+}
+
+GroupRegistry::WaiterId GroupRegistry::Join(const std::string& job_id, int world_size,
+                                            MemberInfo member, absl::Time deadline,
+                                            JoinDone done) {
+  Deferred deferred;
+  absl::Status reject;
+  WaiterId id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    SweepIdle(now, deferred);
+    if (shutdown_) {
+      reject = absl::UnavailableError(shutdown_why_);
+    } else {
+      if (auto formed = formed_by_job_.find(job_id); formed != formed_by_job_.end()) {
+        const std::string old_group = formed->second;
+        BreakGroup(old_group,
+                   absl::AbortedError(absl::StrCat(
+                       "group ", old_group, " of job '", job_id, "' was superseded: ",
+                       Describe(member), " joined a new group with the same job id")),
+                   0, "", deferred);
+      }
+      auto it = pending_.find(job_id);
+      if (it == pending_.end()) {
+        if (static_cast<int>(pending_.size() + formed_.size()) >= options_.max_groups) {
+          reject = absl::ResourceExhaustedError(
+              absl::StrCat("daemon ", options_.daemon_name, " already holds ",
+                           options_.max_groups, " groups (max_groups); job '", job_id,
+                           "' cannot start another"));
+        } else {
+          PendingGroup group;
+          group.group_id = absl::StrCat(job_id, "#", incarnation_, "-", next_group_++);
+          group.job_id = job_id;
+          group.world_size = world_size;
+          group.founder = Describe(member);
+          it = pending_.emplace(job_id, std::move(group)).first;
+        }
+      }
+      if (reject.ok()) {
+        PendingGroup& group = it->second;
+        if (group.world_size != world_size) {
+          reject = absl::InvalidArgumentError(absl::StrCat(
+              "world_size: ", world_size, " from ", Describe(member),
+              " does not match the world size ", group.world_size, " of job '", job_id,
+              "' set by ", group.founder));
+        } else if (auto dup = group.joined.find(member.rank); dup != group.joined.end()) {
+          reject = absl::InvalidArgumentError(absl::StrCat(
+              "rank: ", member.rank, " already joined job '", job_id, "' as ",
+              Describe(dup->second.member), "; ", Describe(member),
+              " is a duplicate (each rank joins once)"));
+        } else {
+          id = next_waiter_++;
+          JoinWaiter waiter;
+          waiter.id = id;
+          waiter.member = member;
+          waiter.done = std::move(done);
+          waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
+          waiters_[id] = Location{true, job_id, member.rank, 0};
+          const int rank = member.rank;
+          group.joined.emplace(rank, std::move(waiter));
+          spdlog::debug("event=join job={} rank={} joined={}/{}", job_id, rank,
+                        group.joined.size(), group.world_size);
+          if (static_cast<int>(group.joined.size()) == group.world_size) {
+            Form(group, deferred);
+            pending_.erase(it);
+          }
+        }
+      }
+    }
+  }
+  for (auto& fn : deferred) fn();
+  if (!reject.ok()) {
+    spdlog::info("event=join_rejected job={} rank={} code={} msg=\"{}\"", job_id, member.rank,
+                 absl::StatusCodeToString(reject.code()), std::string(reject.message()));
+    done(reject);
+  }
+  return id;
+}
+
+void GroupRegistry::Form(PendingGroup& pending, Deferred& deferred) {
+  FormedGroup formed;
+  formed.info.group_id = pending.group_id;
+  formed.info.job_id = pending.job_id;
+  formed.info.world_size = pending.world_size;
+  formed.next_round.assign(pending.world_size, 0);
+  formed.last_used = absl::Now();
+  for (auto& [rank, waiter] : pending.joined) formed.info.members.push_back(waiter.member);
+  for (auto& [rank, waiter] : pending.joined) {
+    timers_.Cancel(waiter.timer);
+    waiters_.erase(waiter.id);
+    deferred.push_back([done = std::move(waiter.done), info = formed.info]() mutable {
+      done(std::move(info));
+    });
+  }
+  spdlog::info("event=group_formed job={} group={} world_size={}", pending.job_id,
+               pending.group_id, pending.world_size);
+  ++stats_.groups_formed;
+  formed_by_job_[pending.job_id] = pending.group_id;
+  const std::string group_id = pending.group_id;
+  formed_.emplace(group_id, std::move(formed));
+}
+
+GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int rank,
+                                             v1::Proposal proposal, absl::Time deadline,
+                                             AgreeDone done) {
+  Deferred deferred;
+  absl::Status reject;
+  WaiterId id = 0;
+  std::map<int, AgreeWaiter> ready;
+  std::vector<std::pair<std::string, std::shared_ptr<const AgreeResult>>> decided;
+  uint64_t round_index = 0;
+  int world_size = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = formed_.find(group_id);
+    if (shutdown_) {
+      reject = absl::UnavailableError(shutdown_why_);
+    } else if (it == formed_.end()) {
+      if (auto tomb = tombstones_.find(group_id); tomb != tombstones_.end()) {
+        reject = tomb->second;
+      } else {
+        reject = absl::NotFoundError(absl::StrCat(
+            "group_id: group ", group_id, " is not known to daemon ", options_.daemon_name,
+            " (it never formed here, expired, or leader_address names another daemon)"));
+      }
+    } else if (rank >= it->second.info.world_size) {
+      reject = absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " is out of range [0, ",
+                                                       it->second.info.world_size,
+                                                       ") for group ", group_id));
+    } else if (ProposalWorldSize(proposal) != it->second.info.world_size) {
+      reject = absl::InvalidArgumentError(absl::StrCat(
+          proposal.has_plan() ? "proposal.plan.world_size: " : "proposal.template_request.world_size: ",
+          ProposalWorldSize(proposal), " does not match the world size ",
+          it->second.info.world_size, " of group ", group_id));
+    } else {
+      FormedGroup& group = it->second;
+      group.last_used = absl::Now();
+      world_size = group.info.world_size;
+      round_index = group.next_round[rank]++;
+      Round& round = group.rounds[round_index];
+      id = next_waiter_++;
+      AgreeWaiter waiter;
+      waiter.id = id;
+      waiter.proposal = std::move(proposal);
+      waiter.done = std::move(done);
+      waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
+      waiters_[id] = Location{false, group_id, rank, round_index};
+      round.proposals.emplace(rank, std::move(waiter));
+      if (static_cast<int>(round.proposals.size()) == world_size) {
+        for (auto& [r, w] : round.proposals) {
+          timers_.Cancel(w.timer);
+          waiters_.erase(w.id);
+        }
+        ready = std::move(round.proposals);
+        group.rounds.erase(round_index);
+        decided.assign(group.decided.begin(), group.decided.end());
+      }
+    }
+  }
+  for (auto& fn : deferred) fn();
+  if (!reject.ok()) {
+    spdlog::info("event=agree_rejected group={} rank={} code={} msg=\"{}\"", group_id, rank,
+                 absl::StatusCodeToString(reject.code()), std::string(reject.message()));
+    done(reject);
+    return 0;
+  }
+  if (ready.empty()) return id;
+
+  // Every rank has proposed: decide outside the lock (building and validating a plan can take a
+  // while), reusing an earlier decision when the proposals are the same as one already decided.
+  std::vector<const v1::Proposal*> by_rank;
+  for (auto& [r, w] : ready) by_rank.push_back(&w.proposal);
+  absl::StatusOr<std::shared_ptr<const AgreeResult>> result;
+  const std::string fingerprint = ProposalFingerprint(*by_rank[0]);
+  bool all_same = true;
+  for (int r = 1; r < world_size && all_same; ++r) {
+    all_same = ProposalFingerprint(*by_rank[r]) == fingerprint;
+  }
+  bool reused = false;
+  if (all_same) {
+    for (auto& [fp, earlier] : decided) {
+      if (fp == fingerprint) {
+        result = earlier;
+        reused = true;
+      }
+    }
+  }
+  if (!reused) result = DecideAgreement(group_id, world_size, by_rank);
+  {
+    absl::MutexLock lock(&mu_);
+    if (result.ok()) {
+      ++stats_.agreements;
+      if (!reused) {
+        if (auto it = formed_.find(group_id); it != formed_.end()) {
+          auto& cache = it->second.decided;
+          cache.emplace_back(fingerprint, *result);
+          if (cache.size() > 8) cache.pop_front();
+        }
+      }
+    } else {
+      ++stats_.agreements_failed;
+    }
+  }
+  if (result.ok()) {
+    spdlog::debug("event=agreed group={} round={} plan_hash={} reused={}", group_id, round_index,
+                  (*result)->plan_hash, reused);
+  } else {
+    spdlog::info("event=agreement_failed group={} round={} code={} msg=\"{}\"", group_id,
+                 round_index, absl::StatusCodeToString(result.status().code()),
+                 std::string(result.status().message()));
+  }
+  for (auto& [r, w] : ready) {
+    if (result.ok()) {
+      w.done(AgreeOutcome{*result, round_index});
+    } else {
+      w.done(result.status());
+    }
+  }
+  return id;
+}
+
+void GroupRegistry::Expire(WaiterId id) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    auto loc_it = waiters_.find(id);
+    if (loc_it == waiters_.end()) return;
+    const Location loc = loc_it->second;
+    if (loc.is_join) {
+      auto it = pending_.find(loc.key);
+      if (it == pending_.end()) return;
+      std::vector<int> missing;
+      for (int r = 0; r < it->second.world_size; ++r) {
+        if (!it->second.joined.contains(r)) missing.push_back(r);
+      }
+      FailPending(loc.key,
+                  absl::DeadlineExceededError(absl::StrCat(
+                      "group for job '", loc.key, "' did not form by rank ", loc.rank,
+                      "'s deadline: missing ranks ", FormatRanks(missing), " of world size ",
+                      it->second.world_size, " (", it->second.joined.size(), " joined)")),
+                  0, "", deferred);
+    } else {
+      auto it = formed_.find(loc.key);
+      if (it == formed_.end()) return;
+      std::vector<int> missing;
+      auto round = it->second.rounds.find(loc.round);
+      for (int r = 0; r < it->second.info.world_size; ++r) {
+        if (round == it->second.rounds.end() || !round->second.proposals.contains(r)) {
+          missing.push_back(r);
+        }
+      }
+      BreakGroup(loc.key,
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "plan agreement round ", loc.round, " of group ", loc.key,
+                     " did not complete by rank ", loc.rank, "'s deadline: ranks ",
+                     FormatRanks(missing), " did not propose")),
+                 0, "", deferred);
+    }
+  }
+  for (auto& fn : deferred) fn();
+}
+
+void GroupRegistry::Cancel(WaiterId id, const std::string& why) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    auto loc_it = waiters_.find(id);
+    if (loc_it == waiters_.end()) return;
+    const Location loc = loc_it->second;
+    if (loc.is_join) {
+      auto it = pending_.find(loc.key);
+      if (it == pending_.end()) return;
+      const MemberInfo& member = it->second.joined.at(loc.rank).member;
+      FailPending(loc.key,
+                  absl::AbortedError(absl::StrCat(Describe(member), " left job '", loc.key,
+                                                  "' before its group formed: ", why)),
+                  id, why, deferred);
+    } else {
+      auto it = formed_.find(loc.key);
+      if (it == formed_.end()) return;
+      const MemberInfo& member = it->second.info.members.at(loc.rank);
+      BreakGroup(loc.key,
+                 absl::AbortedError(absl::StrCat(Describe(member),
+                                                 " vanished during plan agreement round ",
+                                                 loc.round, " of group ", loc.key, ": ", why)),
+                 id, why, deferred);
+    }
+  }
+  for (auto& fn : deferred) fn();
+}
+
+void GroupRegistry::FailPending(const std::string& job_id, const absl::Status& status,
+                                WaiterId cancelled_waiter, const std::string& cancelled_why,
+                                Deferred& deferred) {
+  auto it = pending_.find(job_id);
+  if (it == pending_.end()) return;
+  spdlog::warn("event=group_failed job={} group={} code={} msg=\"{}\"", job_id,
+               it->second.group_id, absl::StatusCodeToString(status.code()), std::string(status.message()));
+  for (auto& [rank, waiter] : it->second.joined) {
+    timers_.Cancel(waiter.timer);
+    waiters_.erase(waiter.id);
+    absl::Status mine = waiter.id == cancelled_waiter ? absl::CancelledError(cancelled_why) : status;
+    deferred.push_back(
+        [done = std::move(waiter.done), mine]() mutable { done(mine); });
+  }
+  ++stats_.groups_failed;
+  pending_.erase(it);
+}
+
+void GroupRegistry::BreakGroup(const std::string& group_id, const absl::Status& status,
+                               WaiterId cancelled_waiter, const std::string& cancelled_why,
+                               Deferred& deferred) {
+  auto it = formed_.find(group_id);
+  if (it == formed_.end()) return;
+  spdlog::warn("event=group_broken group={} code={} msg=\"{}\"", group_id,
+               absl::StatusCodeToString(status.code()), std::string(status.message()));
+  for (auto& [index, round] : it->second.rounds) {
+    for (auto& [rank, waiter] : round.proposals) {
+      timers_.Cancel(waiter.timer);
+      waiters_.erase(waiter.id);
+      absl::Status mine =
+          waiter.id == cancelled_waiter ? absl::CancelledError(cancelled_why) : status;
+      deferred.push_back([done = std::move(waiter.done), mine]() mutable { done(mine); });
+    }
+  }
+  auto by_job = formed_by_job_.find(it->second.info.job_id);
+  if (by_job != formed_by_job_.end() && by_job->second == group_id) formed_by_job_.erase(by_job);
+  formed_.erase(it);
+  ++stats_.groups_failed;
+  AddTombstone(group_id, absl::AbortedError(absl::StrCat("group ", group_id, " has failed: ",
+                                                         status.message())));
+}
+
+void GroupRegistry::AddTombstone(const std::string& group_id, const absl::Status& status) {
+  if (tombstones_.insert_or_assign(group_id, status).second) tombstone_order_.push_back(group_id);
+  while (static_cast<int>(tombstone_order_.size()) > options_.tombstones) {
+    tombstones_.erase(tombstone_order_.front());
+    tombstone_order_.pop_front();
+  }
+}
+
+void GroupRegistry::SweepIdle(absl::Time now, Deferred& deferred) {
+  std::vector<std::string> idle;
+  for (const auto& [id, group] : formed_) {
+    if (group.rounds.empty() && now - group.last_used > options_.group_idle_ttl) idle.push_back(id);
+  }
+  for (const std::string& id : idle) {
+    BreakGroup(id, absl::AbortedError("the group was idle longer than group_idle_ttl"), 0, "",
+               deferred);
+  }
+}
+
+void GroupRegistry::Shutdown(const std::string& why) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutdown_) {
+      shutdown_ = true;
+      shutdown_why_ = why;
+    }
+    const absl::Status status = absl::UnavailableError(why);
+    std::vector<std::string> jobs;
+    for (const auto& [job, group] : pending_) jobs.push_back(job);
+    for (const std::string& job : jobs) FailPending(job, status, 0, "", deferred);
+    std::vector<std::string> groups;
+    for (const auto& [id, group] : formed_) groups.push_back(id);
+    for (const std::string& id : groups) BreakGroup(id, status, 0, "", deferred);
+  }
+  for (auto& fn : deferred) fn();
+}
+
+RegistryStats GroupRegistry::Stats() const {
+  absl::MutexLock lock(&mu_);
+  RegistryStats stats = stats_;
+  stats.groups_live = formed_.size();
+  for (const auto& [id, loc] : waiters_) {
+    if (loc.is_join) {
+      ++stats.pending_joins;
+    } else {
+      ++stats.pending_agreements;
+    }
+  }
+  return stats;
+}
+
+}  // namespace syncopate::server

@@ -1,0 +1,178 @@
+// The leader daemon's group state: rank rendezvous and plan-agreement rounds.
+//
+// Lifecycle of a job's group:
+//   pending   ranks arrive through Join; the first sets the world size. When all world_size ranks
+//             are in, the group forms and every waiting Join completes with the same GroupInfo.
+//             A duplicate rank or a different world size fails that caller only (InvalidArgument).
+//             When any waiter's deadline passes, the whole pending group fails with
+//             DeadlineExceeded naming the missing ranks; when a waiter goes away (its call was
+//             cancelled: the client or its daemon died), it fails with Aborted naming that rank.
+//   formed    ranks call Agree; a rank's k-th call joins round k. When every rank has proposed,
+//             the round is decided once (agreement.h) and every rank gets the same result. A
+//             deadline or a vanished caller breaks the whole group (every waiter fails naming the
+//             missing or vanished rank); a divergence or invalid plan fails only that round.
+//   failed    a broken group leaves a tombstone so late callers learn why (Aborted, naming the
+//             rank); a new Join with the same job id starts a new group. A Join for a job whose
+//             group already formed supersedes the old group (a restarted job).
+//
+// No call holds a thread while it waits: completions are callbacks, run exactly once, never with
+// the registry's lock held; deadlines fire from a TimerQueue.
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/agreement.h"
+#include "server/timer_queue.h"
+#include "syncopate/v1/service.pb.h"
+
+namespace syncopate::server {
+
+struct MemberInfo {
+  int rank = 0;
+  std::string node_name;
+  std::string gpu_arch;
+  std::string daemon;  // the daemon the rank joined through
+};
+
+struct GroupInfo {
+  std::string group_id;
+  std::string job_id;
+  int world_size = 0;
+  std::vector<MemberInfo> members;  // rank order
+};
+
+struct AgreeOutcome {
+  std::shared_ptr<const AgreeResult> result;
+  uint64_t round = 0;
+};
+
+struct RegistryStats {
+  uint64_t groups_formed = 0;
+  uint64_t groups_failed = 0;
+  uint64_t groups_live = 0;
+  uint64_t pending_joins = 0;
+  uint64_t pending_agreements = 0;
+  uint64_t agreements = 0;
+  uint64_t agreements_failed = 0;
+};
+
+class GroupRegistry {
+ public:
+  using WaiterId = uint64_t;
+  using JoinDone = absl::AnyInvocable<void(absl::StatusOr<GroupInfo>)>;
+  using AgreeDone = absl::AnyInvocable<void(absl::StatusOr<AgreeOutcome>)>;
+
+  struct Options {
+    std::string daemon_name = "syncopated";  // for ids and messages
+    int max_groups = 1024;                   // pending + formed
+    absl::Duration group_idle_ttl = absl::Hours(1);
+    int tombstones = 1024;
+  };
+
+  explicit GroupRegistry(Options options);
+  ~GroupRegistry();  // fails every waiter with Unavailable first
+  GroupRegistry(const GroupRegistry&) = delete;
+  GroupRegistry& operator=(const GroupRegistry&) = delete;
+
+  // `member.daemon` names where the rank came from. `done` runs exactly once (possibly before
+  // Join returns). The returned id is for Cancel.
+  WaiterId Join(const std::string& job_id, int world_size, MemberInfo member, absl::Time deadline,
+                JoinDone done);
+  WaiterId Agree(const std::string& group_id, int rank, v1::Proposal proposal,
+                 absl::Time deadline, AgreeDone done);
+  // The waiter's caller went away (`why` says how). Its group fails, naming the rank; the waiter's
+  // own callback gets Cancelled. No-op when the waiter already completed.
+  void Cancel(WaiterId id, const std::string& why);
+  // Draining: fails every waiter with Unavailable and rejects new calls.
+  void Shutdown(const std::string& why);
+
+  RegistryStats Stats() const;
+
+ private:
+  struct JoinWaiter {
+    WaiterId id = 0;
+    MemberInfo member;
+    TimerQueue::TimerId timer = 0;
+    JoinDone done;
+  };
+  struct PendingGroup {
+    std::string group_id;
+    std::string job_id;
+    int world_size = 0;
+    std::string founder;  // "rank 0 from node n0", for world-size mismatch messages
+    std::map<int, JoinWaiter> joined;
+  };
+  struct AgreeWaiter {
+    WaiterId id = 0;
+    TimerQueue::TimerId timer = 0;
+    v1::Proposal proposal;
+    AgreeDone done;
+  };
+  struct Round {
+    std::map<int, AgreeWaiter> proposals;
+  };
+  struct FormedGroup {
+    GroupInfo info;
+    std::vector<uint64_t> next_round;  // per rank
+    std::map<uint64_t, Round> rounds;
+    absl::Time last_used;
+    // Decided proposals (fingerprint -> result), so a training loop re-agreeing on the same
+    // plan does not rebuild and revalidate it; small and bounded.
+    std::deque<std::pair<std::string, std::shared_ptr<const AgreeResult>>> decided;
+  };
+  // Where a waiter is, for Cancel and deadlines.
+  struct Location {
+    bool is_join = true;
+    std::string key;  // job id (join) or group id (agree)
+    int rank = 0;
+    uint64_t round = 0;
+  };
+  // Callbacks collected under the lock and run after it is released.
+  using Deferred = std::vector<absl::AnyInvocable<void()>>;
+
+  void Expire(WaiterId id);
+  void FailPending(const std::string& job_id, const absl::Status& status,
+                   WaiterId cancelled_waiter, const std::string& cancelled_why, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BreakGroup(const std::string& group_id, const absl::Status& status,
+                  WaiterId cancelled_waiter, const std::string& cancelled_why,
+                  Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Form(PendingGroup& pending, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DecideRound(const std::string& group_id, uint64_t round_index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SweepIdle(absl::Time now, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddTombstone(const std::string& group_id, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string Describe(const MemberInfo& member);
+
+  const Options options_;
+  const std::string incarnation_;  // random, so group ids differ across daemon restarts
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::string shutdown_why_ ABSL_GUARDED_BY(mu_);
+  WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_group_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, PendingGroup> pending_ ABSL_GUARDED_BY(mu_);         // by job id
+  std::map<std::string, FormedGroup> formed_ ABSL_GUARDED_BY(mu_);           // by group id
+  std::map<std::string, std::string> formed_by_job_ ABSL_GUARDED_BY(mu_);    // job -> group id
+  std::map<std::string, absl::Status> tombstones_ ABSL_GUARDED_BY(mu_);      // group id -> why
+  std::deque<std::string> tombstone_order_ ABSL_GUARDED_BY(mu_);
+  std::map<WaiterId, Location> waiters_ ABSL_GUARDED_BY(mu_);
+  RegistryStats stats_ ABSL_GUARDED_BY(mu_);
+  // Last member: destroyed first, so no timer fires into a half-destroyed registry.
+  TimerQueue timers_;
+};
+
+}  // namespace syncopate::server

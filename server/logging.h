@@ -1,0 +1,14 @@
+// spdlog setup for the daemon: one line per event on stderr (journald / kubectl logs pick it
+// up), "time level=... event=... key=value" so lines are greppable and machine-parsable.
+// Thread-safety: call once at start, before other threads log.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace syncopate::server {
+
+absl::Status SetupLogging(const std::string& level);
+
+}  // namespace syncopate::server

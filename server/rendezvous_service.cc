@@ -1,0 +1,252 @@
+// See rendezvous_service.h.
+#include "server/rendezvous_service.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace syncopate::server {
+namespace {
+
+constexpr char kCancelledWhy[] =
+    "its call was cancelled (the client process, or the daemon it came through, went away)";
+
+// One waiting Join or Agree call, served locally (registry) or forwarded to the leader daemon.
+//
+// Finish is called exactly once, never under the reactor's lock, and only after the constructor
+// has finished (a completion that arrives while the constructor still runs is parked in
+// `result_`), because gRPC may delete the reactor (OnDone) as soon as Finish is called.
+template <class Request, class Response>
+class GroupCallReactor : public grpc::ServerUnaryReactor {
+ public:
+  GroupCallReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const Request* request,
+                   Response* response)
+      : env_(env), ctx_(ctx), request_(request), response_(response) {}
+
+  void OnCancel() override {
+    GroupRegistry::WaiterId waiter = 0;
+    bool forwarding = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      waiter = waiter_;
+      forwarding = forwarding_;
+    }
+    if (forwarding) forward_ctx_.TryCancel();
+    if (waiter != 0) env_->registry().Cancel(waiter, kCancelledWhy);
+  }
+
+  void OnDone() override { delete this; }
+
+ protected:
+  // Runs the call: checks, then forward or local. Called at the end of the derived constructor.
+  void Begin(const std::string& what) {
+    absl::Status status = env_->Authorize(*ctx_);
+    if (status.ok() && env_->draining()) {
+      status = absl::UnavailableError(
+          absl::StrCat("daemon ", env_->daemon_name(), " is shutting down"));
+    }
+    if (status.ok()) status = Check();
+    if (!status.ok()) {
+      env_->counters().rejected_calls++;
+      spdlog::info("event=rejected rpc={} peer={} code={} msg=\"{}\"", what, ctx_->peer(),
+                   absl::StatusCodeToString(status.code()), std::string(status.message()));
+      Complete(ToGrpcStatus(status));
+    } else if (!request_->via_daemon().empty() || request_->leader_address().empty() ||
+               env_->IsSelf(request_->leader_address())) {
+      const GroupRegistry::WaiterId id = StartLocal();
+      bool cancel_now = false;
+      {
+        absl::MutexLock lock(&mu_);
+        waiter_ = id;
+        cancel_now = cancelled_;
+      }
+      // OnCancel may have run before the waiter id was known.
+      if (cancel_now && id != 0) env_->registry().Cancel(id, kCancelledWhy);
+    } else {
+      Forward();
+    }
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      constructed_ = true;
+      finish = TakeFinishLocked();
+    }
+    if (finish) Finish(*finish);  // may delete this (OnDone): nothing after it
+  }
+
+  // Completes the call (from any thread, once).
+  void Complete(grpc::Status status) {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      result_ = std::move(status);
+      finish = TakeFinishLocked();
+    }
+    if (finish) Finish(*finish);  // may delete this (OnDone): nothing after it
+  }
+
+  virtual absl::Status Check() = 0;
+  virtual GroupRegistry::WaiterId StartLocal() = 0;
+  virtual void StartForward(v1::Rendezvous::Stub* stub, grpc::ClientContext* ctx,
+                            const Request* forwarded, Response* response,
+                            std::function<void(grpc::Status)> done) = 0;
+
+  ServiceEnv* env_;
+  grpc::CallbackServerContext* ctx_;
+  const Request* request_;
+  Response* response_;
+
+ private:
+  // The status to Finish with, once both the constructor and the call's work are done. Finish
+  // itself is called without the lock: it may run OnDone (delete this) before returning.
+  std::optional<grpc::Status> TakeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (constructed_ && result_.has_value() && !finished_) {
+      finished_ = true;
+      return result_;
+    }
+    return std::nullopt;
+  }
+
+  void Forward() {
+    const std::string& leader = request_->leader_address();
+    forwarded_ = *request_;
+    forwarded_.set_via_daemon(env_->daemon_name());
+    forward_ctx_.set_deadline(env_->ForwardDeadline(*ctx_, request_->timeout_ms()));
+    env_->peers().Prepare(forward_ctx_);
+    env_->counters().forwarded_calls++;
+    {
+      absl::MutexLock lock(&mu_);
+      forwarding_ = true;
+    }
+    StartForward(env_->peers().Rendezvous(leader), &forward_ctx_, &forwarded_, response_,
+                 [this, leader](grpc::Status status) {
+                   if (!status.ok() && (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                        status.error_code() == grpc::StatusCode::UNKNOWN)) {
+                     status = grpc::Status(
+                         grpc::StatusCode::UNAVAILABLE,
+                         absl::StrCat("leader daemon at ", leader,
+                                      " is unreachable or went away: ", status.error_message()));
+                   } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                              status.error_message() == "Deadline Exceeded") {
+                     status = grpc::Status(
+                         grpc::StatusCode::DEADLINE_EXCEEDED,
+                         absl::StrCat("leader daemon at ", leader, " did not answer in time"));
+                   }
+                   Complete(std::move(status));
+                 });
+  }
+
+  absl::Mutex mu_;
+  bool constructed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool forwarding_ ABSL_GUARDED_BY(mu_) = false;
+  GroupRegistry::WaiterId waiter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<grpc::Status> result_ ABSL_GUARDED_BY(mu_);
+  grpc::ClientContext forward_ctx_;
+  Request forwarded_;
+};
+
+class JoinReactor final : public GroupCallReactor<v1::JoinRequest, v1::JoinResponse> {
+ public:
+  JoinReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
+              v1::JoinResponse* response)
+      : GroupCallReactor(env, ctx, request, response) {
+    Begin("Join");
+  }
+
+ private:
+  absl::Status Check() override { return CheckJoinRequest(*request_, env_->limits()); }
+
+  GroupRegistry::WaiterId StartLocal() override {
+    MemberInfo member;
+    member.rank = request_->rank();
+    member.node_name = request_->node_name();
+    member.gpu_arch = request_->gpu_arch();
+    member.daemon = request_->via_daemon().empty() ? env_->daemon_name() : request_->via_daemon();
+    return env_->registry().Join(
+        request_->job_id(), request_->world_size(), std::move(member),
+        env_->WaitDeadline(*ctx_, request_->timeout_ms()),
+        [this](absl::StatusOr<GroupInfo> group) {
+          if (!group.ok()) {
+            Complete(ToGrpcStatus(group.status()));
+            return;
+          }
+          response_->set_group_id(group->group_id);
+          response_->set_job_id(group->job_id);
+          response_->set_world_size(group->world_size);
+          response_->set_rank(request_->rank());
+          response_->set_leader_daemon(env_->daemon_name());
+          response_->set_leader_address(request_->leader_address());
+          for (const MemberInfo& m : group->members) {
+            v1::Member* out = response_->add_members();
+            out->set_rank(m.rank);
+            out->set_node_name(m.node_name);
+            out->set_gpu_arch(m.gpu_arch);
+            out->set_daemon(m.daemon);
+          }
+          Complete(grpc::Status::OK);
+        });
+  }
+
+  void StartForward(v1::Rendezvous::Stub* stub, grpc::ClientContext* ctx,
+                    const v1::JoinRequest* forwarded, v1::JoinResponse* response,
+                    std::function<void(grpc::Status)> done) override {
+    stub->async()->Join(ctx, forwarded, response, std::move(done));
+  }
+};
+
+class AgreeReactor final : public GroupCallReactor<v1::AgreeRequest, v1::AgreeResponse> {
+ public:
+  AgreeReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx,
+               const v1::AgreeRequest* request, v1::AgreeResponse* response)
+      : GroupCallReactor(env, ctx, request, response) {
+    Begin("Agree");
+  }
+
+ private:
+  absl::Status Check() override { return CheckAgreeRequest(*request_, env_->limits()); }
+
+  GroupRegistry::WaiterId StartLocal() override {
+    return env_->registry().Agree(
+        request_->group_id(), request_->rank(), request_->proposal(),
+        env_->WaitDeadline(*ctx_, request_->timeout_ms()),
+        [this](absl::StatusOr<AgreeOutcome> outcome) {
+          if (!outcome.ok()) {
+            Complete(ToGrpcStatus(outcome.status()));
+            return;
+          }
+          response_->set_plan_hash(outcome->result->plan_hash);
+          response_->set_kernel_hash(outcome->result->kernel_hash);
+          *response_->mutable_plan() = outcome->result->plan;
+          response_->set_round(outcome->round);
+          Complete(grpc::Status::OK);
+        });
+  }
+
+  void StartForward(v1::Rendezvous::Stub* stub, grpc::ClientContext* ctx,
+                    const v1::AgreeRequest* forwarded, v1::AgreeResponse* response,
+                    std::function<void(grpc::Status)> done) override {
+    stub->async()->Agree(ctx, forwarded, response, std::move(done));
+  }
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RendezvousService::Join(grpc::CallbackServerContext* ctx,
+                                                  const v1::JoinRequest* request,
+                                                  v1::JoinResponse* response) {
+  return new JoinReactor(env_, ctx, request, response);
+}
+
+grpc::ServerUnaryReactor* RendezvousService::Agree(grpc::CallbackServerContext* ctx,
+                                                   const v1::AgreeRequest* request,
+                                                   v1::AgreeResponse* response) {
+  return new AgreeReactor(env_, ctx, request, response);
+}
+
+}  // namespace syncopate::server

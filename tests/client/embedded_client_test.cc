@@ -1,0 +1,159 @@
+// The public client API over Client::Embedded: eight rank threads of one process join, agree and
+// compile through the in-process services; errors keep the daemon's code and message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "syncopate/client.h"
+#include "tests/server/test_kernels.h"
+
+namespace syncopate {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kWorld = 8;
+
+TemplateSpec AllGather(std::vector<int64_t> shape = {64, 32}) {
+  TemplateSpec spec;
+  spec.name = "allgather.ring";
+  spec.shape = std::move(shape);
+  spec.dtype = "bf16";
+  return spec;
+}
+
+std::vector<Group> JoinAll(const Client& client, const std::string& job) {
+  std::vector<std::future<Result<Group>>> futures;
+  for (int r = 0; r < kWorld; ++r) {
+    futures.push_back(std::async(std::launch::async, [&, r] {
+      JoinOptions options;
+      options.job_id = job;
+      options.world_size = kWorld;
+      options.rank = r;
+      options.timeout = std::chrono::seconds(30);
+      return client.Join(options);
+    }));
+  }
+  std::vector<Group> groups;
+  for (auto& f : futures) {
+    auto group = f.get();
+    EXPECT_TRUE(group.ok()) << group.status().ToString();
+    if (group.ok()) groups.push_back(*group);
+  }
+  return groups;
+}
+
+class EmbeddedClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto client = Client::Embedded();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_.emplace(*client);
+  }
+  std::optional<Client> client_;
+};
+
+TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
+  std::vector<Group> groups = JoinAll(*client_, "embedded");
+  ASSERT_EQ(groups.size(), static_cast<size_t>(kWorld));
+  std::vector<std::future<Result<AgreedPlan>>> agreed;
+  for (const Group& g : groups) {
+    agreed.push_back(std::async(std::launch::async, [&, g] {
+      Proposal p;
+      p.kernel_hash = "k";
+      p.template_spec = AllGather();
+      return client_->Agree(g, p);
+    }));
+  }
+  std::set<std::string> hashes;
+  std::string plan;
+  for (auto& f : agreed) {
+    auto a = f.get();
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    hashes.insert(a->plan_hash);
+    plan = a->plan;
+  }
+  EXPECT_EQ(hashes.size(), 1u);
+
+  CompileRequest request;
+  request.kernel.source = testing::kTestKernelSource;
+  request.kernel.spec = testing::kTestKernelSpec;
+  request.plan = plan;
+  auto first = client_->Compile(request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->binary.empty());
+  EXPECT_EQ(first->plan_hash, *hashes.begin());
+  EXPECT_EQ(first->launch.block_threads, 128u);
+  EXPECT_FALSE(first->launch.entry.empty());
+  EXPECT_EQ(first->launch.num_tiles, 4u);
+  EXPECT_EQ(first->target, "sm_90");
+  EXPECT_FALSE(first->is_ptx);
+  auto second = client_->Compile(request);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->cache_hit);
+  EXPECT_EQ(second->cache_key, first->cache_key);
+  EXPECT_EQ(second->binary, first->binary);
+  request.known_cache_key = first->cache_key;  // revalidation: same key, no binary sent
+  auto third = client_->Compile(request);
+  ASSERT_TRUE(third.ok());
+  EXPECT_TRUE(third->binary_omitted);
+  EXPECT_TRUE(third->binary.empty());
+  EXPECT_EQ(third->launch.entry, first->launch.entry);
+  request.known_cache_key.clear();
+  // Without a plan: the local kernel over the identity schedule, a different cache entry.
+  request.plan.clear();
+  auto local = client_->Compile(request);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  EXPECT_NE(local->cache_key, first->cache_key);
+  EXPECT_TRUE(local->plan_hash.empty());
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->nvrtc_compiles, 2u);
+  EXPECT_TRUE(client_->CheckHealth().ok());
+}
+
+TEST_F(EmbeddedClientTest, ErrorsCarryCodeAndMessage) {
+  JoinOptions bad;
+  bad.job_id = "";
+  bad.world_size = 2;
+  bad.rank = 0;
+  auto r = client_->Join(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("job_id: is required"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("INVALID_ARGUMENT: job_id"));
+
+  JoinOptions lonely;
+  lonely.job_id = "lonely";
+  lonely.world_size = 3;
+  lonely.rank = 1;
+  lonely.timeout = std::chrono::milliseconds(200);
+  auto late = client_->Join(lonely);
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(late.status().message(), HasSubstr("missing ranks [0, 2]"));
+
+  Group group;
+  group.group_id = "nope#1";
+  group.world_size = 2;
+  Proposal p;
+  p.template_spec = AllGather();
+  p.template_spec->dtype = "complex128";
+  EXPECT_THAT(client_->Agree(group, p).status().message(),
+              HasSubstr("template_spec.dtype: unknown dtype 'complex128'"));
+  p.template_spec = AllGather();
+  auto missing = client_->Agree(group, p);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ClientConnectTest, MissingSocketIsUnavailable) {
+  auto client = Client::Connect("/nonexistent/syncopated.sock");
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(client.status().message(), HasSubstr("/nonexistent/syncopated.sock"));
+}
+
+}  // namespace
+}  // namespace syncopate

@@ -1,0 +1,80 @@
+// Request validation: each malformed field is named.
+#include "server/request_checks.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace syncopate::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::TemplateRequest Valid() {
+  v1::TemplateRequest t;
+  t.set_template_name("allgather.ring");
+  t.set_world_size(8);
+  t.add_shape(1024);
+  t.add_shape(512);
+  t.set_dtype(v1::DTYPE_BF16);
+  return t;
+}
+
+std::string Message(const v1::TemplateRequest& t) {
+  return std::string(CheckTemplateRequest(t, RequestLimits(), "t").message());
+}
+
+TEST(RequestChecksTest, TemplateFields) {
+  EXPECT_TRUE(CheckTemplateRequest(Valid(), RequestLimits(), "t").ok());
+  auto t = Valid();
+  t.clear_template_name();
+  EXPECT_THAT(Message(t), HasSubstr("t.template_name: is required"));
+  t = Valid();
+  t.set_world_size(65);
+  EXPECT_THAT(Message(t), HasSubstr("t.world_size: 65 is out of range [1, 64]"));
+  t = Valid();
+  t.set_shape(0, 0);
+  EXPECT_THAT(Message(t), HasSubstr("t.shape[0]: 0 is below 1"));
+  t = Valid();
+  t.set_axis(2);
+  EXPECT_THAT(Message(t), HasSubstr("t.axis: 2"));
+  t = Valid();
+  t.set_dtype(v1::DTYPE_UNSPECIFIED);
+  EXPECT_THAT(Message(t), HasSubstr("t.dtype: is required"));
+  t = Valid();
+  t.set_dtype(static_cast<v1::DType>(99));
+  EXPECT_THAT(Message(t), HasSubstr("t.dtype: unknown value 99"));
+  t = Valid();
+  t.set_chunks_per_shard(0);
+  EXPECT_THAT(Message(t), HasSubstr("t.chunks_per_shard: 0"));
+  t = Valid();
+  t.set_chunks_per_shard(4096);
+  t.set_split(4096);
+  EXPECT_THAT(Message(t), HasSubstr("transfers exceeds the limit"));
+  t = Valid();
+  t.add_splits()->add_rows(1);
+  EXPECT_THAT(Message(t), HasSubstr("t.splits: has 1 rows, need world_size 8"));
+  for (int i = 0; i < 9; ++i) t.add_shape(2);
+  EXPECT_THAT(Message(t), HasSubstr("t.shape: has 11 axes"));
+}
+
+TEST(RequestChecksTest, JoinAndAgree) {
+  v1::JoinRequest join;
+  join.set_job_id("j");
+  join.set_world_size(2);
+  join.set_rank(1);
+  EXPECT_TRUE(CheckJoinRequest(join, RequestLimits()).ok());
+  join.set_node_name(std::string(300, 'n'));
+  EXPECT_THAT(CheckJoinRequest(join, RequestLimits()).message(), HasSubstr("node_name"));
+  v1::AgreeRequest agree;
+  agree.set_group_id("j#1");
+  EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(), HasSubstr("proposal: is required"));
+  agree.mutable_proposal()->set_kernel_hash("k");
+  EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(),
+              HasSubstr("proposal: needs a plan or a template_request"));
+  agree.mutable_proposal()->mutable_plan()->set_world_size(2);
+  EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(),
+              HasSubstr("proposal.plan.ranks: has 0 entries, need world_size 2"));
+}
+
+}  // namespace
+}  // namespace syncopate::server
