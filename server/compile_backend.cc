@@ -8,6 +8,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "absl/strings/str_cat.h"
+#include "jit/build/kernel_build.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/kernel_spec.h"
 #include "runtime/base/status_macros.h"
@@ -143,38 +144,27 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   }
   ASSIGN_OR_RETURN(jit::GeneratedKernel generated,
                    GenerateSource(request, *spec, plan ? &*plan : nullptr));
-  prepared->source = std::move(generated.source);
 
-  nvrtc::CompileOptions& nvrtc_options = prepared->nvrtc_options;
-  nvrtc_options.arch = request.arch();
-  // C++17 for the device headers, then the caller's options (which may override it).
-  nvrtc_options.extra_options.push_back("-std=c++17");
-  nvrtc_options.extra_options.insert(nvrtc_options.extra_options.end(),
-                                     request.kernel().options().begin(),
-                                     request.kernel().options().end());
-  // The caller's headers, then the device headers (ours win: the generated code is built
-  // against exactly these).
-  nvrtc_options.headers.insert(request.kernel().headers().begin(),
-                               request.kernel().headers().end());
-  for (auto& [name, content] : generated.headers) nvrtc_options.headers[name] = content;
-  if (!options_.cuda_include_dir.empty()) {
-    nvrtc_options.include_paths = {options_.cuda_include_dir, options_.cuda_include_dir + "/cccl"};
-  }
-  nvrtc_options.program_name = request.kernel().program_name().empty()
-                                   ? "syncopate_generated.cu"
-                                   : request.kernel().program_name();
   if (absl::StatusOr<nvrtc::Arch> arch = nvrtc::ParseArch(request.arch()); !arch.ok()) {
     return Prefix(arch.status(), "arch: ");
   }
-
-  cache::CacheKeyParts parts;
-  parts.source = prepared->source;
-  parts.headers = nvrtc_options.headers;
-  parts.nvrtc_version = nvrtc::NvrtcVersion();
-  parts.options = nvrtc_options.extra_options;
-  parts.arch = request.arch();
-  parts.plan_hash = prepared->plan_hash;
-  prepared->key = cache::CacheKey::FromParts(parts);
+  // The shared build path derives NVRTC's options and the cache key, so a kernel compiled here is
+  // a cache hit for the runtime and the CLI on this node, and the other way round.
+  jit::BuildOptions build;
+  build.arch = request.arch();
+  // C++17 for the device headers, then the caller's options (which may override it).
+  build.extra_options = {"-std=c++17"};
+  build.extra_options.insert(build.extra_options.end(), request.kernel().options().begin(),
+                             request.kernel().options().end());
+  build.extra_headers.insert(request.kernel().headers().begin(), request.kernel().headers().end());
+  build.cuda_include_dir = options_.cuda_include_dir;
+  prepared->nvrtc_options = jit::NvrtcOptionsFor(generated, build);
+  if (!request.kernel().program_name().empty()) {
+    prepared->nvrtc_options.program_name = request.kernel().program_name();
+  }
+  prepared->key = cache::CacheKey::FromParts(
+      jit::CacheKeyPartsFor(generated, prepared->plan_hash, build));
+  prepared->source = std::move(generated.source);
 
   FillLaunch(generated, prepared->launch);
 

@@ -16,18 +16,6 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
-                                      const BuildOptions& options) {
-  nvrtc::CompileOptions nvrtc_options;
-  nvrtc_options.arch = options.arch;
-  nvrtc_options.headers = generated.headers;
-  nvrtc_options.include_paths = {CudaIncludeDir()};
-  nvrtc_options.extra_options = options.extra_options;
-  nvrtc_options.program_name = absl::StrCat(generated.entry_symbol, ".cu");
-  nvrtc_options.deadline = options.deadline;
-  return nvrtc_options;
-}
-
 }  // namespace
 
 std::string CudaIncludeDir() {
@@ -40,16 +28,35 @@ std::string CudaIncludeDir() {
   return "/usr/local/cuda/include";
 }
 
+nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
+                                      const BuildOptions& options) {
+  nvrtc::CompileOptions nvrtc_options;
+  nvrtc_options.arch = options.arch;
+  nvrtc_options.headers = options.extra_headers;
+  for (const auto& [name, content] : generated.headers) nvrtc_options.headers[name] = content;
+  const std::string include_dir =
+      options.cuda_include_dir.empty() ? CudaIncludeDir() : options.cuda_include_dir;
+  // cuda_bf16.h and friends; cccl for <cuda/ptx>.
+  nvrtc_options.include_paths = {include_dir, include_dir + "/cccl"};
+  nvrtc_options.extra_options = options.extra_options;
+  nvrtc_options.program_name = absl::StrCat(generated.entry_symbol, ".cu");
+  nvrtc_options.deadline = options.deadline;
+  return nvrtc_options;
+}
+
 cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
                                       const BuildOptions& options) {
+  const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
   cache::CacheKeyParts parts;
   parts.source = generated.source;
-  parts.headers = generated.headers;
+  parts.headers = nvrtc_options.headers;
   parts.nvrtc_version = nvrtc::NvrtcVersion();
-  parts.options = options.extra_options;
-  // Toolkit headers (cuda_bf16.h) come from this directory; their content follows the NVRTC
-  // version, which is already a key part, so the path stands in for them.
-  parts.options.push_back(absl::StrCat("--include-path=", CudaIncludeDir()));
+  parts.options = nvrtc_options.extra_options;
+  // Toolkit headers (cuda_bf16.h) come from these directories; their content follows the NVRTC
+  // version, which is already a key part, so the paths stand in for them.
+  for (const std::string& dir : nvrtc_options.include_paths) {
+    parts.options.push_back(absl::StrCat("--include-path=", dir));
+  }
   parts.arch = options.arch;
   parts.plan_hash = std::string(plan_hash);
   return parts;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,10 @@ struct BuildOptions {
   std::vector<std::string> extra_options = {"-std=c++17"};
   std::optional<std::chrono::steady_clock::time_point> deadline;
   cache::KernelCache* cache = nullptr;  // nullptr: compile every time
+  // The caller's own in-memory headers; the generated kernel's device headers win on a name clash
+  // (the generated code is built against exactly those).
+  std::map<std::string, std::string> extra_headers;
+  std::string cuda_include_dir;  // "": CudaIncludeDir()
 };
 
 struct BuiltKernel {
@@ -40,7 +45,10 @@ struct BuiltKernel {
 // $CUDA_HOME/include, else /usr/local/cuda/include.
 std::string CudaIncludeDir();
 
-// The cache key parts of a generated kernel compiled with `options` (for `cache key --explain`).
+// What NVRTC is given for `generated` under `options`, and the cache key parts of that compile
+// (for `cache key --explain`). Every builder (CLI, runtime, daemon) derives both here, so the same
+// kernel built by any of them has the same key.
+nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated, const BuildOptions& options);
 cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
                                       const BuildOptions& options);
 

@@ -7,7 +7,10 @@
 #include <set>
 #include <thread>
 
+#include "jit/build/kernel_build.h"
+#include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
+#include "syncopate/v1/plan.pb.h"
 #include "tests/server/test_kernels.h"
 
 namespace syncopate {
@@ -91,6 +94,21 @@ TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
   EXPECT_EQ(first->launch.num_tiles, 4u);
   EXPECT_EQ(first->target, "sm_90");
   EXPECT_FALSE(first->is_ptx);
+  // The daemon derives its cache key on the shared build path: the runtime or the CLI building
+  // the same kernel for the same arch gets the same key, so a node compiles it once for all.
+  {
+    v1::Plan wire;
+    ASSERT_TRUE(wire.ParseFromString(plan));
+    auto decoded = plan_io::FromProto(wire);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    auto spec = jit::ParseKernelSpec(testing::kTestKernelSpec);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    jit::BuildOptions build;
+    build.arch = "sm_90";
+    auto local_build = jit::BuildFusedKernel(*decoded, *spec, testing::kTestKernelSource, build);
+    ASSERT_TRUE(local_build.ok()) << local_build.status().ToString();
+    EXPECT_EQ(local_build->cache_key, first->cache_key);
+  }
   auto second = client_->Compile(request);
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(second->cache_hit);
