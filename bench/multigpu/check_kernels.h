@@ -1,5 +1,5 @@
 // Device-side output checks for syncopate_tp_bench (NVRTC-compiled at run time, like
-// tests/cuda/test_kernels.h): outputs of the largest shapes are hundreds of MB, so comparing on
+// runtime/cuda/workloads/test_kernels.h): outputs of the largest shapes are hundreds of MB, so comparing on
 // the host after every configuration would dominate the run.
 //   Compare  a 16-bit output against its fp32 reference: non-finite elements (poisoned, i.e.
 //            unwritten, outputs are NaN), elements outside |got - want| <= rtol |want| + atol,

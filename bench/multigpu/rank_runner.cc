@@ -21,7 +21,7 @@
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/overlap_runtime.h"
-#include "tests/cuda/test_kernels.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::tp_bench {
 namespace {
@@ -30,7 +30,7 @@ using cuda::Backend;
 using cuda::DeviceBuffer;
 
 constexpr int64_t kEs = 2;  // bf16
-// Tolerances as in tests/cuda/workloads.cc: bf16 output rounding is 2^-8 relative; partial sums
+// Tolerances as in runtime/cuda/workloads/workloads.cc: bf16 output rounding is 2^-8 relative; partial sums
 // rounded to bf16 before a reduction (RS / AR) get twice the relative and 4x the absolute slack.
 constexpr double kRtol = 1e-2, kAtol = 2e-3;
 constexpr double kReduceRtol = 2e-2, kReduceAtol = 8e-3;

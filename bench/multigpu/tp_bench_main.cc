@@ -1,6 +1,6 @@
 // syncopate_tp_bench: the multi-GPU tensor-parallel benchmark of issue 8 (see README.md).
 // The parent never touches CUDA: it parses flags, probes the driver in a forked child, then per
-// world size forks one process per rank (tests/cuda/multiprocess.h) — the CUDA driver does not
+// world size forks one process per rank (runtime/cuda/workloads/multiprocess.h) — the CUDA driver does not
 // survive fork, and ranks must be processes (kernels of one context cannot wait on each other).
 // Exit codes: 0 every configuration ran and passed its check; 1 something failed; 2 bad
 // arguments; 3 no usable CUDA driver or too few GPUs (nothing ran).
@@ -17,7 +17,7 @@
 #include "bench/multigpu/tp_config.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/driver.h"
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::tp_bench {
 namespace {

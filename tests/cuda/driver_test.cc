@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::cuda {
 namespace {

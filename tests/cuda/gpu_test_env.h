@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::testing {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::cuda {
 namespace {

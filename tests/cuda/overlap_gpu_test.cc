@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/gpu_test_env.h"
-#include "tests/cuda/multiprocess.h"
-#include "tests/cuda/workloads.h"
+#include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/cuda/workloads/workloads.h"
 
 namespace syncopate::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/group.h"
 #include "tests/cuda/gpu_test_env.h"
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::cuda {
 namespace {

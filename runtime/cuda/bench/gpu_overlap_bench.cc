@@ -31,7 +31,7 @@
 #include "runtime/cuda/handles.h"
 #include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
-#include "tests/cuda/test_kernels.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::cuda {
 namespace {

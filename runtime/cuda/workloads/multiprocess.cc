@@ -1,5 +1,5 @@
 // Forked-rank test harness; see multiprocess.h.
-#include "tests/cuda/multiprocess.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 
 #include <poll.h>
 #include <signal.h>

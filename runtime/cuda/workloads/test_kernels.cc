@@ -1,5 +1,5 @@
 // Helper kernels for GPU tests and benchmarks; see test_kernels.h.
-#include "tests/cuda/test_kernels.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 
 #include <cmath>
 #include <cstring>

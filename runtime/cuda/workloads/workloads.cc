@@ -1,5 +1,5 @@
 // Fused AllGather+GEMM and GEMM+ReduceScatter workloads for the GPU tests; see workloads.h.
-#include "tests/cuda/workloads.h"
+#include "runtime/cuda/workloads/workloads.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/templates.h"
-#include "tests/cuda/test_kernels.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::testing {
 namespace {
