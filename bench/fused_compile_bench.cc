@@ -40,7 +40,10 @@ void BM_ColdCompileFusedAllGatherGemm(benchmark::State& state) {
     state.counters["source_kB"] = built->generated.source.size() / 1024.0;
   }
 }
-BENCHMARK(BM_ColdCompileFusedAllGatherGemm)->Arg(2)->Arg(8)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_ColdCompileFusedAllGatherGemm)
+    ->Arg(2)
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
 
 void BM_ColdCompileLocalGemm(benchmark::State& state) {

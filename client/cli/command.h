@@ -11,7 +11,8 @@
 
 namespace syncopate::cli {
 
-// args excludes the program and subcommand names: `syncopate plan show --world 4` -> {"show", "--world", "4"}.
+// args excludes the program and subcommand names: `syncopate plan show --world 4` -> {"show",
+// "--world", "4"}.
 using SubcommandFn = std::function<int(const std::vector<std::string>& args)>;
 
 struct Subcommand {

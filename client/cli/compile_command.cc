@@ -50,8 +50,9 @@ int RunCompile(const std::vector<std::string>& args) {
   AddPlanSourceFlags(flags, &o.source);
   AddWorkloadFlags(flags, &o.workload);
   flags.AddString("arch", &o.arch, "target: sm_80, sm_90, sm_90a, ... (PTX for unknown ones)");
-  flags.AddString("cache-dir", &o.cache_dir, "kernel cache directory (default: $SYNCOPATE_CACHE_DIR "
-                                             "or ~/.cache/syncopate)");
+  flags.AddString("cache-dir", &o.cache_dir,
+                  "kernel cache directory (default: $SYNCOPATE_CACHE_DIR "
+                  "or ~/.cache/syncopate)");
   flags.AddBool("no-cache", &o.no_cache, "compile without the kernel cache");
   flags.AddBool("local", &o.local, "compile the identity-schedule (plain local) kernel instead");
   flags.AddBool("emit-source", &o.emit_source, "print the generated CUDA source and stop");
@@ -122,9 +123,9 @@ int RunCompile(const std::vector<std::string>& args) {
   auto built = jit::BuildGeneratedKernel(*std::move(generated), plan_hash, build);
   if (!built.ok()) return Fail(kExitFailed, built.status().message());
 
-  const std::string out =
-      o.out.empty() ? absl::StrCat(built->generated.entry_symbol, built->compiled->is_ptx ? ".ptx" : ".cubin")
-                    : o.out;
+  const std::string out = o.out.empty() ? absl::StrCat(built->generated.entry_symbol,
+                                                       built->compiled->is_ptx ? ".ptx" : ".cubin")
+                                        : o.out;
   {
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
     file.write(built->compiled->binary.data(),
@@ -137,14 +138,16 @@ int RunCompile(const std::vector<std::string>& args) {
     std::printf("plan     %s, world %d, %d transfers, hash %.16s\n", plan->name.c_str(),
                 plan->world_size, plan->NumTransfers(), plan_hash.c_str());
   }
-  std::printf("launch   block %d, smem %d B, tiles %dx%d = %d, signals %d, outgoing chunks %d, "
-              "comm CTAs (SM backend) %d\n",
-              metadata.block_dim, metadata.dynamic_smem_bytes, metadata.tiles_m, metadata.tiles_n,
-              metadata.num_tiles, metadata.num_signals, metadata.num_outgoing_chunks,
-              metadata.suggested_comm_ctas);
-  std::printf("compile  %s for %s: %.1f ms%s\n", built->compiled->is_ptx ? "PTX" : "cubin",
-              built->compiled->target.c_str(), built->elapsed_ms,
-              o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built->source)).c_str());
+  std::printf(
+      "launch   block %d, smem %d B, tiles %dx%d = %d, signals %d, outgoing chunks %d, "
+      "comm CTAs (SM backend) %d\n",
+      metadata.block_dim, metadata.dynamic_smem_bytes, metadata.tiles_m, metadata.tiles_n,
+      metadata.num_tiles, metadata.num_signals, metadata.num_outgoing_chunks,
+      metadata.suggested_comm_ctas);
+  std::printf(
+      "compile  %s for %s: %.1f ms%s\n", built->compiled->is_ptx ? "PTX" : "cubin",
+      built->compiled->target.c_str(), built->elapsed_ms,
+      o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built->source)).c_str());
   std::printf("key      %s\n", built->cache_key.c_str());
   std::printf("wrote    %s (%zu bytes)\n", out.c_str(), built->compiled->binary.size());
   return kExitOk;

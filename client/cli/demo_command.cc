@@ -74,10 +74,11 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
     return kExitOk;
   }
   const bool reduce_scatter = o.workload.workload == "gemm_rs";
-  if ((o.workload.workload != "ag_gemm" && !reduce_scatter) || !o.source.file.empty() || o.source.split > 1 ||
-      !o.workload.spec_file.empty()) {
-    std::printf("  skipped: the GPU run covers the built-in ag_gemm and gemm_rs workloads with a "
-                "template plan\n");
+  if ((o.workload.workload != "ag_gemm" && !reduce_scatter) || !o.source.file.empty() ||
+      o.source.split > 1 || !o.workload.spec_file.empty()) {
+    std::printf(
+        "  skipped: the GPU run covers the built-in ag_gemm and gemm_rs workloads with a "
+        "template plan\n");
     return kExitOk;
   }
   std::vector<cuda::Backend> backends = {cuda::Backend::kSm};
@@ -109,8 +110,10 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
                     results[rank].message());
       }
     }
-    std::printf("  %s backend: %d ranks x 3 launches, every output element matches the "
-                "reference\n", name, config.world);
+    std::printf(
+        "  %s backend: %d ranks x 3 launches, every output element matches the "
+        "reference\n",
+        name, config.world);
   }
   return kExitOk;
 }
@@ -149,12 +152,12 @@ int RunDemo(const std::vector<std::string>& args) {
     o.source.template_name = workload->default_template;
   }
 
-  std::printf("== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
-              o.source.template_name.empty() ? o.source.file.c_str()
-                                             : o.source.template_name.c_str(),
-              workload->spec.name.c_str(), static_cast<long long>(o.workload.m),
-              static_cast<long long>(o.workload.n), static_cast<long long>(o.workload.k),
-              o.source.dtype.c_str(), o.source.world);
+  std::printf(
+      "== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
+      o.source.template_name.empty() ? o.source.file.c_str() : o.source.template_name.c_str(),
+      workload->spec.name.c_str(), static_cast<long long>(o.workload.m),
+      static_cast<long long>(o.workload.n), static_cast<long long>(o.workload.k),
+      o.source.dtype.c_str(), o.source.world);
   auto plan = PlanFromFlags(o.source, workload->default_shape);
   if (!plan.ok()) return Fail("building the plan", plan.status().message());
   std::printf("  %s: %d transfers, hash %.16s\n", plan->name.c_str(), plan->NumTransfers(),
@@ -196,12 +199,14 @@ int RunDemo(const std::vector<std::string>& args) {
     if (!fused.ok()) return Fail("compiling the fused kernel", fused.status().message());
     auto local = jit::BuildLocalKernel(workload->spec, workload->kernel_source, build);
     if (!local.ok()) return Fail("compiling the local kernel", local.status().message());
-    std::printf("  fused %s: %zu-byte %s in %.1f ms (cache: %s)\n", fused->generated.entry_symbol.c_str(),
-                fused->compiled->binary.size(), fused->compiled->is_ptx ? "PTX" : "cubin",
-                fused->elapsed_ms, cache::SourceName(fused->source));
-    std::printf("  local %s: %zu-byte %s in %.1f ms (cache: %s)\n", local->generated.entry_symbol.c_str(),
-                local->compiled->binary.size(), local->compiled->is_ptx ? "PTX" : "cubin",
-                local->elapsed_ms, cache::SourceName(local->source));
+    std::printf("  fused %s: %zu-byte %s in %.1f ms (cache: %s)\n",
+                fused->generated.entry_symbol.c_str(), fused->compiled->binary.size(),
+                fused->compiled->is_ptx ? "PTX" : "cubin", fused->elapsed_ms,
+                cache::SourceName(fused->source));
+    std::printf("  local %s: %zu-byte %s in %.1f ms (cache: %s)\n",
+                local->generated.entry_symbol.c_str(), local->compiled->binary.size(),
+                local->compiled->is_ptx ? "PTX" : "cubin", local->elapsed_ms,
+                cache::SourceName(local->source));
   }
   return RunOnGpu(o, *dtype);
 }

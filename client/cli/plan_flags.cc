@@ -113,8 +113,8 @@ absl::Status CheckPlanSourceFlags(const FlagParser& flags, const PlanSourceOptio
 
 absl::StatusOr<plan::Plan> PlanFromFlags(const PlanSourceOptions& options,
                                          const std::string& default_shape) {
-  auto plan = options.file.empty() ? PlanFromTemplate(options, default_shape)
-                                   : PlanFromFile(options);
+  auto plan =
+      options.file.empty() ? PlanFromTemplate(options, default_shape) : PlanFromFile(options);
   if (!plan.ok() || options.split <= 1) return plan;
   return plan::SplitPlan(*plan, options.split);
 }

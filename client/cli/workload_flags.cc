@@ -42,8 +42,8 @@ absl::StatusOr<Workload> WorkloadFromFlags(const WorkloadOptions& o, plan::DType
     if (!spec_text.ok()) return spec_text.status();
     auto spec = jit::ParseKernelSpec(*spec_text);
     if (!spec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--spec ", o.spec_file, ": ",
-                                                     spec.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--spec ", o.spec_file, ": ", spec.status().message()));
     }
     auto source = ReadFile(o.kernel_file, "--kernel");
     if (!source.ok()) return source.status();
@@ -75,8 +75,8 @@ absl::StatusOr<Workload> WorkloadFromFlags(const WorkloadOptions& o, plan::DType
     w.default_shape = absl::StrCat(o.m, ",", o.n);
     kernel = "rowwise.cuh";
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--workload: '", o.workload, "' is not ag_gemm, gemm_rs or ag_rmsnorm"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workload: '", o.workload, "' is not ag_gemm, gemm_rs or ag_rmsnorm"));
   }
   auto source = jit::ExampleKernelSource(kernel);
   if (!source.ok()) return source.status();

@@ -67,7 +67,8 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
                                                  const BuildOptions& options) {
   const Clock::time_point start = Clock::now();
   BuiltKernel built;
-  const cache::CacheKey key = cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
+  const cache::CacheKey key =
+      cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
   built.cache_key = key.hex();
   const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
   auto compile = [&]() { return nvrtc::Compile(generated.source, nvrtc_options); };

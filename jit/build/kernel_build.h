@@ -48,7 +48,8 @@ std::string CudaIncludeDir();
 // What NVRTC is given for `generated` under `options`, and the cache key parts of that compile
 // (for `cache key --explain`). Every builder (CLI, runtime, daemon) derives both here, so the same
 // kernel built by any of them has the same key.
-nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated, const BuildOptions& options);
+nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
+                                      const BuildOptions& options);
 cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
                                       const BuildOptions& options);
 

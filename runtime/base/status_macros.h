@@ -12,9 +12,9 @@
 #define SYNCOPATE_CONCAT_(a, b) SYNCOPATE_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the calling function when not OK.
-#define RETURN_IF_ERROR(expr)                         \
-  do {                                                \
-    ::absl::Status syncopate_status_ = (expr);        \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status syncopate_status_ = (expr);             \
     if (!syncopate_status_.ok()) return syncopate_status_; \
   } while (0)
 
@@ -22,7 +22,7 @@
 #define ASSIGN_OR_RETURN(lhs, rexpr) \
   ASSIGN_OR_RETURN_IMPL_(SYNCOPATE_CONCAT_(syncopate_statusor_, __LINE__), lhs, rexpr)
 
-#define ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                           \
+#define ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr)       \
+  auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
