@@ -219,6 +219,34 @@ Result<AgreedPlan> Client::Agree(const Group& group, const Proposal& proposal,
   return agreed;
 }
 
+Result<std::vector<std::string>> Client::Exchange(const Group& group, std::string key,
+                                                  std::string blob,
+                                                  std::chrono::milliseconds timeout) const {
+  if (timeout.count() <= 0) return Invalid("timeout: must be positive");
+  v1::ExchangeRequest request;
+  request.set_group_id(group.group_id);
+  request.set_rank(group.rank);
+  request.set_leader_address(group.leader_address);
+  request.set_key(std::move(key));
+  request.set_blob(std::move(blob));
+  request.set_timeout_ms(static_cast<uint32_t>(
+      std::min<int64_t>(timeout.count(), std::numeric_limits<uint32_t>::max())));
+  v1::ExchangeResponse response;
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx, timeout + impl_->options.wait_grace);
+  Status status = FromGrpc(impl_->rendezvous->Exchange(&ctx, request, &response));
+  if (!status.ok()) return status;
+  if (response.blobs_size() != group.world_size) {
+    return Status(StatusCode::kInternal,
+                  "exchange returned " + std::to_string(response.blobs_size()) +
+                      " blobs for a group of " + std::to_string(group.world_size) + " ranks");
+  }
+  std::vector<std::string> blobs;
+  blobs.reserve(response.blobs_size());
+  for (std::string& b : *response.mutable_blobs()) blobs.push_back(std::move(b));
+  return blobs;
+}
+
 Result<CompiledKernel> Client::Compile(const CompileRequest& request) const {
   v1::CompileRequest wire;
   v1::KernelSource* kernel = wire.mutable_kernel();

@@ -25,6 +25,15 @@ std::string RandomHex() {
   return absl::StrFormat("%08x", device());
 }
 
+// The key of the exchange a waiter is in, for messages; "" when it is gone.
+template <class FormedEntry, class Loc>
+std::string ExchangeKey(const FormedEntry& entry, const Loc& loc) {
+  auto round = entry.second.exchanges.find(loc.round);
+  if (round == entry.second.exchanges.end()) return "";
+  auto waiter = round->second.proposals.find(loc.rank);
+  return waiter == round->second.proposals.end() ? "" : waiter->second.key;
+}
+
 int ProposalWorldSize(const v1::Proposal& proposal) {
   if (proposal.has_template_request()) return proposal.template_request().world_size();
   if (proposal.has_plan()) return proposal.plan().world_size();
@@ -132,6 +141,7 @@ void GroupRegistry::Form(PendingGroup& pending, Deferred& deferred) {
   formed.info.job_id = pending.job_id;
   formed.info.world_size = pending.world_size;
   formed.next_round.assign(pending.world_size, 0);
+  formed.next_exchange.assign(pending.world_size, 0);
   formed.last_used = absl::Now();
   for (auto& [rank, waiter] : pending.joined) formed.info.members.push_back(waiter.member);
   for (auto& [rank, waiter] : pending.joined) {
@@ -268,6 +278,88 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
   return id;
 }
 
+GroupRegistry::WaiterId GroupRegistry::Exchange(const std::string& group_id, int rank,
+                                                std::string key, std::string blob,
+                                                absl::Time deadline, ExchangeDone done) {
+  absl::Status reject;
+  WaiterId id = 0;
+  std::map<int, AgreeWaiter> ready;
+  uint64_t round_index = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = formed_.find(group_id);
+    if (shutdown_) {
+      reject = absl::UnavailableError(shutdown_why_);
+    } else if (it == formed_.end()) {
+      if (auto tomb = tombstones_.find(group_id); tomb != tombstones_.end()) {
+        reject = tomb->second;
+      } else {
+        reject = absl::NotFoundError(absl::StrCat(
+            "group_id: group ", group_id, " is not known to daemon ", options_.daemon_name,
+            " (it never formed here, expired, or leader_address names another daemon)"));
+      }
+    } else if (rank >= it->second.info.world_size) {
+      reject = absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " is out of range [0, ",
+                                                       it->second.info.world_size,
+                                                       ") for group ", group_id));
+    } else {
+      FormedGroup& group = it->second;
+      group.last_used = absl::Now();
+      round_index = group.next_exchange[rank]++;
+      Round& round = group.exchanges[round_index];
+      id = next_waiter_++;
+      AgreeWaiter waiter;
+      waiter.id = id;
+      waiter.key = std::move(key);
+      waiter.blob = std::move(blob);
+      waiter.exchange_done = std::move(done);
+      waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
+      waiters_[id] = Location{false, group_id, rank, round_index, /*is_exchange=*/true};
+      round.proposals.emplace(rank, std::move(waiter));
+      if (static_cast<int>(round.proposals.size()) == group.info.world_size) {
+        for (auto& [r, w] : round.proposals) {
+          timers_.Cancel(w.timer);
+          waiters_.erase(w.id);
+        }
+        ready = std::move(round.proposals);
+        group.exchanges.erase(round_index);
+      }
+    }
+  }
+  if (!reject.ok()) {
+    spdlog::info("event=exchange_rejected group={} rank={} code={} msg=\"{}\"", group_id, rank,
+                 absl::StatusCodeToString(reject.code()), std::string(reject.message()));
+    done(reject);
+    return 0;
+  }
+  if (ready.empty()) return id;
+
+  // Every rank has contributed. Differing keys mean the ranks' exchanges are out of step; that
+  // fails this round only (like a diverging proposal), naming what each rank sent.
+  const std::string& first_key = ready.begin()->second.key;
+  bool same_key = true;
+  for (auto& [r, w] : ready) same_key = same_key && w.key == first_key;
+  if (!same_key) {
+    std::vector<std::string> keys;
+    for (auto& [r, w] : ready) keys.push_back(absl::StrCat("rank ", r, ": '", w.key, "'"));
+    const absl::Status status = absl::FailedPreconditionError(absl::StrCat(
+        "exchange round ", round_index, " of group ", group_id,
+        ": ranks gave different keys (their exchanges are out of step): ",
+        absl::StrJoin(keys, ", ")));
+    spdlog::info("event=exchange_failed group={} round={} msg=\"{}\"", group_id, round_index,
+                 std::string(status.message()));
+    for (auto& [r, w] : ready) w.exchange_done(status);
+    return id;
+  }
+  auto blobs = std::make_shared<std::vector<std::string>>();
+  blobs->reserve(ready.size());
+  for (auto& [r, w] : ready) blobs->push_back(std::move(w.blob));
+  spdlog::debug("event=exchanged group={} round={} key={}", group_id, round_index, first_key);
+  std::shared_ptr<const std::vector<std::string>> shared = std::move(blobs);
+  for (auto& [r, w] : ready) w.exchange_done(ExchangeOutcome{shared, round_index});
+  return id;
+}
+
 void GroupRegistry::Expire(WaiterId id) {
   Deferred deferred;
   {
@@ -292,17 +384,21 @@ void GroupRegistry::Expire(WaiterId id) {
       auto it = formed_.find(loc.key);
       if (it == formed_.end()) return;
       std::vector<int> missing;
-      auto round = it->second.rounds.find(loc.round);
+      auto& rounds = loc.is_exchange ? it->second.exchanges : it->second.rounds;
+      auto round = rounds.find(loc.round);
       for (int r = 0; r < it->second.info.world_size; ++r) {
-        if (round == it->second.rounds.end() || !round->second.proposals.contains(r)) {
+        if (round == rounds.end() || !round->second.proposals.contains(r)) {
           missing.push_back(r);
         }
       }
+      const std::string what = loc.is_exchange
+                                   ? absl::StrCat("exchange '", ExchangeKey(*it, loc), "' round")
+                                   : std::string("plan agreement round");
       BreakGroup(loc.key,
                  absl::DeadlineExceededError(absl::StrCat(
-                     "plan agreement round ", loc.round, " of group ", loc.key,
-                     " did not complete by rank ", loc.rank, "'s deadline: ranks ",
-                     FormatRanks(missing), " did not propose")),
+                     what, " ", loc.round, " of group ", loc.key, " did not complete by rank ",
+                     loc.rank, "'s deadline: ranks ", FormatRanks(missing),
+                     loc.is_exchange ? " did not contribute" : " did not propose")),
                  0, "", deferred);
     }
   }
@@ -328,10 +424,13 @@ void GroupRegistry::Cancel(WaiterId id, const std::string& why) {
       auto it = formed_.find(loc.key);
       if (it == formed_.end()) return;
       const MemberInfo& member = it->second.info.members.at(loc.rank);
+      const std::string what = loc.is_exchange
+                                   ? absl::StrCat("exchange '", ExchangeKey(*it, loc), "' round")
+                                   : std::string("plan agreement round");
       BreakGroup(loc.key,
-                 absl::AbortedError(absl::StrCat(Describe(member),
-                                                 " vanished during plan agreement round ",
-                                                 loc.round, " of group ", loc.key, ": ", why)),
+                 absl::AbortedError(absl::StrCat(Describe(member), " vanished during ", what,
+                                                 " ", loc.round, " of group ", loc.key, ": ",
+                                                 why)),
                  id, why, deferred);
     }
   }
@@ -363,13 +462,15 @@ void GroupRegistry::BreakGroup(const std::string& group_id, const absl::Status& 
   if (it == formed_.end()) return;
   spdlog::warn("event=group_broken group={} code={} msg=\"{}\"", group_id,
                absl::StatusCodeToString(status.code()), std::string(status.message()));
-  for (auto& [index, round] : it->second.rounds) {
-    for (auto& [rank, waiter] : round.proposals) {
-      timers_.Cancel(waiter.timer);
-      waiters_.erase(waiter.id);
-      absl::Status mine =
-          waiter.id == cancelled_waiter ? absl::CancelledError(cancelled_why) : status;
-      deferred.push_back([done = std::move(waiter.done), mine]() mutable { done(mine); });
+  for (auto* rounds : {&it->second.rounds, &it->second.exchanges}) {
+    for (auto& [index, round] : *rounds) {
+      for (auto& [rank, waiter] : round.proposals) {
+        timers_.Cancel(waiter.timer);
+        waiters_.erase(waiter.id);
+        absl::Status mine =
+            waiter.id == cancelled_waiter ? absl::CancelledError(cancelled_why) : status;
+        deferred.push_back([w = std::move(waiter), mine]() mutable { w.Fail(mine); });
+      }
     }
   }
   auto by_job = formed_by_job_.find(it->second.info.job_id);
@@ -391,7 +492,7 @@ void GroupRegistry::AddTombstone(const std::string& group_id, const absl::Status
 void GroupRegistry::SweepIdle(absl::Time now, Deferred& deferred) {
   std::vector<std::string> idle;
   for (const auto& [id, group] : formed_) {
-    if (group.rounds.empty() && now - group.last_used > options_.group_idle_ttl) idle.push_back(id);
+    if (group.rounds.empty() && group.exchanges.empty() && now - group.last_used > options_.group_idle_ttl) idle.push_back(id);
   }
   for (const std::string& id : idle) {
     BreakGroup(id, absl::AbortedError("the group was idle longer than group_idle_ttl"), 0, "",

@@ -11,6 +11,11 @@
 //             the round is decided once (agreement.h) and every rank gets the same result. A
 //             deadline or a vanished caller breaks the whole group (every waiter fails naming the
 //             missing or vanished rank); a divergence or invalid plan fails only that round.
+//   exchange  in a formed group, ranks call Exchange (an all-gather of blobs: UCX worker
+//             addresses, remote keys, barriers); a rank's k-th call joins exchange round k, which
+//             completes once every rank has given its blob. Exchange rounds are counted apart from
+//             Agree rounds but share their waiting, deadline and dead-rank handling: a deadline or
+//             a vanished caller breaks the group the same way; differing keys fail that round only.
 //   failed    a broken group leaves a tombstone so late callers learn why (Aborted, naming the
 //             rank); a new Join with the same job id starts a new group. A Join for a job whose
 //             group already formed supersedes the old group (a restarted job).
@@ -58,6 +63,11 @@ struct AgreeOutcome {
   uint64_t round = 0;
 };
 
+struct ExchangeOutcome {
+  std::shared_ptr<const std::vector<std::string>> blobs;  // rank order; shared by every rank
+  uint64_t round = 0;
+};
+
 struct RegistryStats {
   uint64_t groups_formed = 0;
   uint64_t groups_failed = 0;
@@ -73,6 +83,7 @@ class GroupRegistry {
   using WaiterId = uint64_t;
   using JoinDone = absl::AnyInvocable<void(absl::StatusOr<GroupInfo>)>;
   using AgreeDone = absl::AnyInvocable<void(absl::StatusOr<AgreeOutcome>)>;
+  using ExchangeDone = absl::AnyInvocable<void(absl::StatusOr<ExchangeOutcome>)>;
 
   struct Options {
     std::string daemon_name = "syncopated";  // for ids and messages
@@ -92,6 +103,9 @@ class GroupRegistry {
                 JoinDone done);
   WaiterId Agree(const std::string& group_id, int rank, v1::Proposal proposal,
                  absl::Time deadline, AgreeDone done);
+  // Sizes of `key` and `blob` are the caller's to bound (rendezvous_service.cc).
+  WaiterId Exchange(const std::string& group_id, int rank, std::string key, std::string blob,
+                    absl::Time deadline, ExchangeDone done);
   // The waiter's caller went away (`why` says how). Its group fails, naming the rank; the waiter's
   // own callback gets Cancelled. No-op when the waiter already completed.
   void Cancel(WaiterId id, const std::string& why);
@@ -114,11 +128,21 @@ class GroupRegistry {
     std::string founder;  // "rank 0 from node n0", for world-size mismatch messages
     std::map<int, JoinWaiter> joined;
   };
+  // A rank waiting in a round: an Agree (proposal, done) or an Exchange (key, blob,
+  // exchange_done). One struct for both so deadlines, cancels and breaks handle them alike.
   struct AgreeWaiter {
     WaiterId id = 0;
     TimerQueue::TimerId timer = 0;
     v1::Proposal proposal;
     AgreeDone done;
+    std::string key;
+    std::string blob;
+    ExchangeDone exchange_done;
+
+    void Fail(const absl::Status& status) {
+      if (done) done(status);
+      if (exchange_done) exchange_done(status);
+    }
   };
   struct Round {
     std::map<int, AgreeWaiter> proposals;
@@ -127,6 +151,8 @@ class GroupRegistry {
     GroupInfo info;
     std::vector<uint64_t> next_round;  // per rank
     std::map<uint64_t, Round> rounds;
+    std::vector<uint64_t> next_exchange;  // per rank
+    std::map<uint64_t, Round> exchanges;
     absl::Time last_used;
     // Decided proposals (fingerprint -> result), so a training loop re-agreeing on the same
     // plan does not rebuild and revalidate it; small and bounded.
@@ -135,9 +161,10 @@ class GroupRegistry {
   // Where a waiter is, for Cancel and deadlines.
   struct Location {
     bool is_join = true;
-    std::string key;  // job id (join) or group id (agree)
+    std::string key;  // job id (join) or group id (agree, exchange)
     int rank = 0;
     uint64_t round = 0;
+    bool is_exchange = false;  // with !is_join: an exchange round, not an agree round
   };
   // Callbacks collected under the lock and run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void()>>;

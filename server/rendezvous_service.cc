@@ -235,7 +235,76 @@ class AgreeReactor final : public GroupCallReactor<v1::AgreeRequest, v1::AgreeRe
   }
 };
 
+// Bounds one Exchange blob: the leader holds every rank's blob of a round at once and sends them
+// all to every rank, so a round costs world_size^2 blobs of traffic.
+constexpr size_t kMaxExchangeBlobBytes = size_t{1} << 20;
+constexpr size_t kMaxExchangeKeyBytes = 256;
+
+absl::Status CheckExchangeRequest(const v1::ExchangeRequest& request,
+                                  const RequestLimits& limits) {
+  // Group ids are job ids with a generation suffix, so the same alphabet applies.
+  if (absl::Status s = CheckJobId(request.group_id(), "group_id"); !s.ok()) return s;
+  if (request.rank() < 0 || request.rank() >= limits.max_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", request.rank(),
+                                                   " is out of range [0, ",
+                                                   limits.max_world_size, ")"));
+  }
+  if (request.key().empty() || request.key().size() > kMaxExchangeKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key: must be 1..", kMaxExchangeKeyBytes, " bytes, is ", request.key().size()));
+  }
+  if (request.leader_address().size() > 512) {
+    return absl::InvalidArgumentError("leader_address: is longer than 512 bytes");
+  }
+  if (request.blob().size() > kMaxExchangeBlobBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "blob: ", request.blob().size(), " bytes from rank ", request.rank(),
+        " exceed the exchange limit of ", kMaxExchangeBlobBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+class ExchangeReactor final
+    : public GroupCallReactor<v1::ExchangeRequest, v1::ExchangeResponse> {
+ public:
+  ExchangeReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx,
+                  const v1::ExchangeRequest* request, v1::ExchangeResponse* response)
+      : GroupCallReactor(env, ctx, request, response) {
+    Begin("Exchange");
+  }
+
+ private:
+  absl::Status Check() override { return CheckExchangeRequest(*request_, env_->limits()); }
+
+  GroupRegistry::WaiterId StartLocal() override {
+    return env_->registry().Exchange(
+        request_->group_id(), request_->rank(), request_->key(), request_->blob(),
+        env_->WaitDeadline(*ctx_, request_->timeout_ms()),
+        [this](absl::StatusOr<ExchangeOutcome> outcome) {
+          if (!outcome.ok()) {
+            Complete(ToGrpcStatus(outcome.status()));
+            return;
+          }
+          for (const std::string& blob : *outcome->blobs) response_->add_blobs(blob);
+          response_->set_round(outcome->round);
+          Complete(grpc::Status::OK);
+        });
+  }
+
+  void StartForward(v1::Rendezvous::Stub* stub, grpc::ClientContext* ctx,
+                    const v1::ExchangeRequest* forwarded, v1::ExchangeResponse* response,
+                    std::function<void(grpc::Status)> done) override {
+    stub->async()->Exchange(ctx, forwarded, response, std::move(done));
+  }
+};
+
 }  // namespace
+
+grpc::ServerUnaryReactor* RendezvousService::Exchange(grpc::CallbackServerContext* ctx,
+                                                      const v1::ExchangeRequest* request,
+                                                      v1::ExchangeResponse* response) {
+  return new ExchangeReactor(env_, ctx, request, response);
+}
 
 grpc::ServerUnaryReactor* RendezvousService::Join(grpc::CallbackServerContext* ctx,
                                                   const v1::JoinRequest* request,

@@ -1,4 +1,4 @@
-// syncopate.v1.Rendezvous: Join and Agree.
+// syncopate.v1.Rendezvous: Join, Agree and Exchange.
 //
 // Why the callback API: a Join or Agree call waits for other ranks, for seconds or minutes. With
 // the callback API a waiting call is a reactor object, not a blocked thread, so a daemon with
@@ -28,6 +28,9 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   grpc::ServerUnaryReactor* Agree(grpc::CallbackServerContext* ctx,
                                   const v1::AgreeRequest* request,
                                   v1::AgreeResponse* response) override;
+  grpc::ServerUnaryReactor* Exchange(grpc::CallbackServerContext* ctx,
+                                     const v1::ExchangeRequest* request,
+                                     v1::ExchangeResponse* response) override;
 
  private:
   ServiceEnv* env_;

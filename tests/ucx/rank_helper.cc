@@ -12,6 +12,10 @@
 //
 // Flags: --hub=host:port --rank=R --world=W --rpn=P --template=NAME --iters=N (0: until error)
 //        --tls=tcp|shm --timeout_ms=T --rows=R --cols=C --chunks=K --fence
+//        --bootstrap=tcp|daemon: with daemon, instead of --hub the rank joins job --job through
+//        the syncopated at --daemon=<socket> (leader --leader=host:port, "" = that daemon) and
+//        bootstraps UCX over the daemon's Exchange (client/ucx_bootstrap.h); prints
+//        "GROUP <group_id>" once joined.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,6 +33,9 @@
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
+#ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
+#include "client/ucx_bootstrap.h"
+#endif
 
 namespace syncopate::ucx {
 namespace {
@@ -45,6 +52,7 @@ void Say(const std::string& line) {
 
 struct Flags {
   std::string hub, templ = "allgather.two_level", tls = "tcp";
+  std::string bootstrap = "tcp", daemon, leader, job;
   int rank = 0, world = 4, rpn = 2, iters = 3, timeout_ms = 5000, rows = 32, cols = 256,
       chunks = 2;
   bool fence = false;
@@ -70,13 +78,26 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   if (kv.count("template")) f.templ = kv["template"];
   if (kv.count("tls")) f.tls = kv["tls"];
   f.fence = kv.count("fence") > 0;
+  for (auto [k, p] : std::initializer_list<std::pair<const char*, std::string*>>{
+           {"bootstrap", &f.bootstrap}, {"daemon", &f.daemon}, {"leader", &f.leader},
+           {"job", &f.job}}) {
+    if (kv.count(k)) *p = kv[k];
+  }
   for (auto [k, p] : std::initializer_list<std::pair<const char*, int*>>{
            {"rank", &f.rank}, {"world", &f.world}, {"rpn", &f.rpn}, {"iters", &f.iters},
            {"timeout_ms", &f.timeout_ms}, {"rows", &f.rows}, {"cols", &f.cols},
            {"chunks", &f.chunks}}) {
     RETURN_IF_ERROR(num(k, p));
   }
-  if (f.hub.empty()) return absl::InvalidArgumentError("--hub is required");
+  if (f.bootstrap == "daemon") {
+    if (f.daemon.empty() || f.job.empty()) {
+      return absl::InvalidArgumentError("--bootstrap=daemon needs --daemon and --job");
+    }
+  } else if (f.bootstrap != "tcp") {
+    return absl::InvalidArgumentError("--bootstrap must be tcp or daemon");
+  } else if (f.hub.empty()) {
+    return absl::InvalidArgumentError("--hub is required");
+  }
   return f;
 }
 
@@ -134,6 +155,32 @@ void Fill(const plan::Plan& p, int rank, PlanExecutor& ex, int iter) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::Duration timeout) {
+  if (f.bootstrap == "tcp") {
+    ASSIGN_OR_RETURN(std::unique_ptr<TcpBootstrap> tcp,
+                     TcpBootstrap::Connect(f.hub, f.rank, f.world, absl::Now() + timeout));
+    return std::unique_ptr<Bootstrap>(std::move(tcp));
+  }
+#ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
+  Result<Client> client = Client::Connect(f.daemon);
+  if (!client.ok()) return ToAbslStatus(client.status());
+  JoinOptions join;
+  join.job_id = f.job;
+  join.world_size = f.world;
+  join.rank = f.rank;
+  join.node_name = absl::StrCat("node", f.rank / f.rpn);
+  join.leader_address = f.leader;
+  join.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
+  Result<Group> group = client->Join(join);
+  if (!group.ok()) return ToAbslStatus(group.status());
+  Say("GROUP " + group->group_id);
+  return std::unique_ptr<Bootstrap>(
+      std::make_unique<DaemonBootstrap>(std::move(*client), std::move(*group)));
+#else
+  return absl::UnimplementedError("this helper was built without the daemon bootstrap");
+#endif
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
@@ -169,8 +216,7 @@ int Main(int argc, char** argv) {
 
   int completed = 0;
   absl::Status status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<TcpBootstrap> bootstrap,
-                     TcpBootstrap::Connect(f.hub, f.rank, f.world, absl::Now() + timeout * 4));
+    ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap, MakeBootstrap(f, timeout * 4));
     plan::TemplateParams params;
     params.world_size = f.world;
     params.shape = {f.rows, f.cols};

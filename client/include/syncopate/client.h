@@ -182,6 +182,15 @@ class Client {
   // INVALID_ARGUMENT a plan that fails validation.
   Result<AgreedPlan> Agree(const Group& group, const Proposal& proposal,
                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  // An all-gather of opaque blobs within the group (UCX worker addresses, remote keys, a
+  // barrier with empty blobs): returns every rank's blob in rank order. Every rank's k-th
+  // Exchange on a group is one round, and all of them must give the same `key` (else
+  // FAILED_PRECONDITION names what each rank gave). RESOURCE_EXHAUSTED: a blob over 1 MiB;
+  // DEADLINE_EXCEEDED names the ranks that did not contribute; ABORTED names a rank that went
+  // away (the group is then broken, like after a failed Agree wait).
+  Result<std::vector<std::string>> Exchange(
+      const Group& group, std::string key, std::string blob,
+      std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   Result<CompiledKernel> Compile(const CompileRequest& request) const;
   Result<DaemonStats> Stats() const;
   // OK when the daemon's grpc.health.v1 reports SERVING.
