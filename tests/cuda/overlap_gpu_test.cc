@@ -3,6 +3,7 @@
 // launch protocol), checked element by element against an fp32 reference GEMM; plus thousands of
 // launches, CUDA-graph replay, and a rank that never launches. LABEL gpu; skips without a GPU.
 #include <cstdlib>
+#include <ostream>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -33,6 +34,13 @@ struct Param {
   int chunks;
   int64_t m, n, k;
 };
+
+// gtest prints parameters in failure messages and ctest listings: make them readable.
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.workload << " " << p.plan_template << " world " << p.world << " "
+      << plan::DTypeName(p.dtype) << " " << cuda::BackendName(p.backend) << " chunks " << p.chunks
+      << " M=" << p.m << " N=" << p.n << " K=" << p.k;
+}
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
@@ -97,15 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FusedWorkloadTest, ::testing::ValuesIn(Matrix()
 // The Hopper kernel (gemm_wgmma.cuh, 128 x 256 tiles, warp-specialised): fused AllGather+GEMM and
 // GEMM+ReduceScatter against the fp32 reference, world 2 and 4, both dtypes, shapes that are not
 // tile multiples (M, N tails; K a multiple of 8 but not of the 64-wide k-block).
-struct WgmmaParam {
-  std::string workload;
-  std::string plan_template;
-  int world;
-  plan::DType dtype;
-  Backend backend;
-  int chunks;
-  int64_t m, n, k;
-};
+using WgmmaParam = Param;  // the same matrix, run with the Hopper kernel
 
 class WgmmaWorkloadTest : public ::testing::TestWithParam<WgmmaParam> {};
 
@@ -141,13 +141,7 @@ std::vector<WgmmaParam> WgmmaMatrix() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Hopper, WgmmaWorkloadTest, ::testing::ValuesIn(WgmmaMatrix()),
-    [](const ::testing::TestParamInfo<WgmmaParam>& info) {
-      const WgmmaParam& p = info.param;
-      return absl::StrCat(p.workload, "_w", p.world, "_", plan::DTypeName(p.dtype), "_",
-                          cuda::BackendName(p.backend), "_", info.index);
-    });
+INSTANTIATE_TEST_SUITE_P(Hopper, WgmmaWorkloadTest, ::testing::ValuesIn(WgmmaMatrix()), Name);
 
 TEST(FusedLoopTest, ThousandsOfLaunches) {
   SYNCOPATE_REQUIRE_GPU();
