@@ -159,10 +159,46 @@ void GroupRegistry::Form(PendingGroup& pending, Deferred& deferred) {
   formed_.emplace(group_id, std::move(formed));
 }
 
+absl::StatusOr<GroupRegistry::FormedGroup*> GroupRegistry::FindFormedGroup(
+    const std::string& group_id, int rank) {
+  if (shutdown_) return absl::UnavailableError(shutdown_why_);
+  auto it = formed_.find(group_id);
+  if (it == formed_.end()) {
+    if (auto tomb = tombstones_.find(group_id); tomb != tombstones_.end()) return tomb->second;
+    return absl::NotFoundError(absl::StrCat(
+        "group_id: group ", group_id, " is not known to daemon ", options_.daemon_name,
+        " (it never formed here, expired, or leader_address names another daemon)"));
+  }
+  if (rank >= it->second.info.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " is out of range [0, ",
+                                                   it->second.info.world_size, ") for group ",
+                                                   group_id));
+  }
+  return &it->second;
+}
+
+std::map<int, GroupRegistry::AgreeWaiter> GroupRegistry::AddToRound(
+    FormedGroup& group, std::map<uint64_t, Round>& rounds, Location location,
+    absl::Time deadline, AgreeWaiter waiter) {
+  const WaiterId id = waiter.id;
+  const uint64_t round_index = location.round;
+  Round& round = rounds[round_index];
+  waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
+  round.proposals.emplace(location.rank, std::move(waiter));
+  waiters_[id] = std::move(location);
+  if (static_cast<int>(round.proposals.size()) < group.info.world_size) return {};
+  for (auto& [r, w] : round.proposals) {
+    timers_.Cancel(w.timer);
+    waiters_.erase(w.id);
+  }
+  std::map<int, AgreeWaiter> ready = std::move(round.proposals);
+  rounds.erase(round_index);
+  return ready;
+}
+
 GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int rank,
                                              v1::Proposal proposal, absl::Time deadline,
                                              AgreeDone done) {
-  Deferred deferred;
   absl::Status reject;
   WaiterId id = 0;
   std::map<int, AgreeWaiter> ready;
@@ -171,52 +207,29 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
   int world_size = 0;
   {
     absl::MutexLock lock(&mu_);
-    auto it = formed_.find(group_id);
-    if (shutdown_) {
-      reject = absl::UnavailableError(shutdown_why_);
-    } else if (it == formed_.end()) {
-      if (auto tomb = tombstones_.find(group_id); tomb != tombstones_.end()) {
-        reject = tomb->second;
-      } else {
-        reject = absl::NotFoundError(absl::StrCat(
-            "group_id: group ", group_id, " is not known to daemon ", options_.daemon_name,
-            " (it never formed here, expired, or leader_address names another daemon)"));
-      }
-    } else if (rank >= it->second.info.world_size) {
-      reject = absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " is out of range [0, ",
-                                                       it->second.info.world_size,
-                                                       ") for group ", group_id));
-    } else if (ProposalWorldSize(proposal) != it->second.info.world_size) {
+    absl::StatusOr<FormedGroup*> found = FindFormedGroup(group_id, rank);
+    if (!found.ok()) {
+      reject = found.status();
+    } else if (ProposalWorldSize(proposal) != (*found)->info.world_size) {
       reject = absl::InvalidArgumentError(absl::StrCat(
           proposal.has_plan() ? "proposal.plan.world_size: " : "proposal.template_request.world_size: ",
           ProposalWorldSize(proposal), " does not match the world size ",
-          it->second.info.world_size, " of group ", group_id));
+          (*found)->info.world_size, " of group ", group_id));
     } else {
-      FormedGroup& group = it->second;
+      FormedGroup& group = **found;
       group.last_used = absl::Now();
       world_size = group.info.world_size;
       round_index = group.next_round[rank]++;
-      Round& round = group.rounds[round_index];
       id = next_waiter_++;
       AgreeWaiter waiter;
       waiter.id = id;
       waiter.proposal = std::move(proposal);
       waiter.done = std::move(done);
-      waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
-      waiters_[id] = Location{false, group_id, rank, round_index};
-      round.proposals.emplace(rank, std::move(waiter));
-      if (static_cast<int>(round.proposals.size()) == world_size) {
-        for (auto& [r, w] : round.proposals) {
-          timers_.Cancel(w.timer);
-          waiters_.erase(w.id);
-        }
-        ready = std::move(round.proposals);
-        group.rounds.erase(round_index);
-        decided.assign(group.decided.begin(), group.decided.end());
-      }
+      ready = AddToRound(group, group.rounds, Location{false, group_id, rank, round_index},
+                         deadline, std::move(waiter));
+      if (!ready.empty()) decided.assign(group.decided.begin(), group.decided.end());
     }
   }
-  for (auto& fn : deferred) fn();
   if (!reject.ok()) {
     spdlog::info("event=agree_rejected group={} rank={} code={} msg=\"{}\"", group_id, rank,
                  absl::StatusCodeToString(reject.code()), std::string(reject.message()));
@@ -287,43 +300,22 @@ GroupRegistry::WaiterId GroupRegistry::Exchange(const std::string& group_id, int
   uint64_t round_index = 0;
   {
     absl::MutexLock lock(&mu_);
-    auto it = formed_.find(group_id);
-    if (shutdown_) {
-      reject = absl::UnavailableError(shutdown_why_);
-    } else if (it == formed_.end()) {
-      if (auto tomb = tombstones_.find(group_id); tomb != tombstones_.end()) {
-        reject = tomb->second;
-      } else {
-        reject = absl::NotFoundError(absl::StrCat(
-            "group_id: group ", group_id, " is not known to daemon ", options_.daemon_name,
-            " (it never formed here, expired, or leader_address names another daemon)"));
-      }
-    } else if (rank >= it->second.info.world_size) {
-      reject = absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " is out of range [0, ",
-                                                       it->second.info.world_size,
-                                                       ") for group ", group_id));
+    absl::StatusOr<FormedGroup*> found = FindFormedGroup(group_id, rank);
+    if (!found.ok()) {
+      reject = found.status();
     } else {
-      FormedGroup& group = it->second;
+      FormedGroup& group = **found;
       group.last_used = absl::Now();
       round_index = group.next_exchange[rank]++;
-      Round& round = group.exchanges[round_index];
       id = next_waiter_++;
       AgreeWaiter waiter;
       waiter.id = id;
       waiter.key = std::move(key);
       waiter.blob = std::move(blob);
       waiter.exchange_done = std::move(done);
-      waiter.timer = timers_.Schedule(deadline, [this, id] { Expire(id); });
-      waiters_[id] = Location{false, group_id, rank, round_index, /*is_exchange=*/true};
-      round.proposals.emplace(rank, std::move(waiter));
-      if (static_cast<int>(round.proposals.size()) == group.info.world_size) {
-        for (auto& [r, w] : round.proposals) {
-          timers_.Cancel(w.timer);
-          waiters_.erase(w.id);
-        }
-        ready = std::move(round.proposals);
-        group.exchanges.erase(round_index);
-      }
+      ready = AddToRound(group, group.exchanges,
+                         Location{false, group_id, rank, round_index, /*is_exchange=*/true},
+                         deadline, std::move(waiter));
     }
   }
   if (!reject.ok()) {

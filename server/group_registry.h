@@ -177,11 +177,19 @@ class GroupRegistry {
                   WaiterId cancelled_waiter, const std::string& cancelled_why,
                   Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Form(PendingGroup& pending, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DecideRound(const std::string& group_id, uint64_t round_index)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepIdle(absl::Time now, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddTombstone(const std::string& group_id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The formed group `group_id` with `rank` in range, or why a round call cannot join it
+  // (shutting down, tombstone, unknown group, rank out of range). Shared by Agree and Exchange.
+  absl::StatusOr<FormedGroup*> FindFormedGroup(const std::string& group_id, int rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts `waiter` (its id set by the caller; its deadline timer set here) into round `round_index` of `rounds`.
+  // When that completes the round (every rank is in), removes the round and returns its waiters,
+  // their timers cancelled; else returns nothing. Shared by Agree and Exchange rounds.
+  std::map<int, AgreeWaiter> AddToRound(FormedGroup& group, std::map<uint64_t, Round>& rounds,
+                                        Location location, absl::Time deadline,
+                                        AgreeWaiter waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string Describe(const MemberInfo& member);
 
   const Options options_;
