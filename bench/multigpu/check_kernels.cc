@@ -103,12 +103,9 @@ absl::StatusOr<CheckKernels> CheckKernels::Load(const cuda::Context& context) {
   options.arch = absl::StrCat("sm_", context.compute_capability());
   options.program_name = "syncopate_tp_bench_checks.cu";
   ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, nvrtc::Compile(kSource, options));
-  std::string image = compiled.binary;
-  if (compiled.is_ptx) image.push_back('\0');
   CheckKernels k;
   k.api_ = &context.api();
-  ASSIGN_OR_RETURN(k.module_, cuda::Module::Load(context.api(),
-                                                 std::span<const char>(image.data(), image.size())));
+  ASSIGN_OR_RETURN(k.module_, cuda::Module::LoadCompiled(context.api(), compiled));
   ASSIGN_OR_RETURN(k.compare_, k.module_.Function("compare"));
   ASSIGN_OR_RETURN(k.mismatch_, k.module_.Function("mismatch"));
   ASSIGN_OR_RETURN(k.absmax_, k.module_.Function("absmax"));

@@ -116,6 +116,14 @@ absl::StatusOr<Module> Module::Load(const DriverApi& api, std::span<const char> 
   CU_RETURN_IF_ERROR(api.cuModuleLoadData(&m.module_, image.data()));
   return m;
 }
+absl::StatusOr<Module> Module::LoadCompiled(const DriverApi& api,
+                                            const nvrtc::CompiledKernel& compiled) {
+  if (!compiled.is_ptx) return Load(api, compiled.binary);
+  std::string ptx = compiled.binary;
+  ptx.push_back('\0');
+  return Load(api, ptx);
+}
+
 Module& Module::operator=(Module&& o) noexcept {
   if (this != &o) {
     if (module_) CU_LOG_IF_ERROR(api_->cuModuleUnload(module_));

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/base/scoped_fd.h"
 
@@ -96,6 +97,9 @@ class Event {
 class Module {
  public:
   static absl::StatusOr<Module> Load(const DriverApi& api, std::span<const char> image);
+  // An NVRTC result: a cubin as is, PTX with the NUL terminator cuModuleLoadData needs.
+  static absl::StatusOr<Module> LoadCompiled(const DriverApi& api,
+                                             const nvrtc::CompiledKernel& compiled);
   Module() = default;
   Module(Module&& o) noexcept : api_(o.api_), module_(std::exchange(o.module_, nullptr)) {}
   Module& operator=(Module&& o) noexcept;

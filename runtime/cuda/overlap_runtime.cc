@@ -7,19 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/copy_descriptors.h"
-#include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
+#include "runtime/cuda/kernel_loader.h"
 
 namespace syncopate::cuda {
 namespace {
-
-struct LoadedVariant {
-  Module module;
-  CUfunction function = nullptr;
-  int ctas_per_sm = 0;
-  double compile_ms = 0;
-};
 
 // Bits of a reduction's identity in `dtype` (SUM: 0; MAX: -inf).
 absl::StatusOr<uint32_t> IdentityBits(plan::ReduceOp op, plan::DType dtype) {
@@ -82,38 +75,6 @@ absl::StatusOr<std::vector<IdentityFill>> IdentityFills(
   return fills;
 }
 
-absl::StatusOr<LoadedVariant> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
-                                             const jit::GeneratedKernel& gen,
-                                             const std::string& plan_hash) {
-  const DriverApi& api = ctx.api();
-  // The shared build path (same cache keys as the CLI and the daemon), for this GPU's arch.
-  jit::BuildOptions options;
-  options.arch = ArchFor(ctx.compute_capability());
-  options.cache = cache;
-  ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildGeneratedKernel(gen, plan_hash, options));
-  const std::shared_ptr<const nvrtc::CompiledKernel>& compiled = built.compiled;
-  LoadedVariant v;
-  v.compile_ms = compiled->compile_ms;
-  // PTX must be NUL-terminated for cuModuleLoadData; a cubin is an ELF image.
-  std::string image = compiled->binary;
-  if (compiled->is_ptx) image.push_back('\0');
-  RETURN_IF_ERROR(ctx.MakeCurrent());
-  ASSIGN_OR_RETURN(v.module, Module::Load(api, std::span<const char>(image.data(), image.size())));
-  ASSIGN_OR_RETURN(v.function, v.module.Function(gen.entry_symbol));
-  const int smem = gen.metadata.dynamic_smem_bytes;
-  if (smem > 48 * 1024) {
-    CU_RETURN_IF_ERROR(api.cuFuncSetAttribute(
-        v.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
-  }
-  CU_RETURN_IF_ERROR(api.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &v.ctas_per_sm, v.function, gen.metadata.block_dim, smem));
-  if (v.ctas_per_sm < 1) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "kernel ", gen.entry_symbol, " cannot run: no CTA of ", gen.metadata.block_dim,
-        " threads with ", smem, " bytes of shared memory fits on an SM"));
-  }
-  return v;
-}
 
 }  // namespace
 
@@ -150,7 +111,7 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
         kChunkCapacity));
   }
   const std::string hash = plan::PlanHash(plan);
-  ASSIGN_OR_RETURN(LoadedVariant fused, CompileAndLoad(group_->context(), cache_, k->fused_, hash));
+  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(group_->context(), cache_, k->fused_, hash));
   k->fused_module_ = std::move(fused.module);
   k->fused_fn_ = fused.function;
   k->fused_ctas_per_sm_ = fused.ctas_per_sm;
@@ -317,7 +278,7 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
   if (k.local_fn_ == nullptr) {
-    ASSIGN_OR_RETURN(LoadedVariant local, CompileAndLoad(group_->context(), cache_, k.local_, ""));
+    ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(group_->context(), cache_, k.local_, ""));
     k.local_module_ = std::move(local.module);
     k.local_fn_ = local.function;
     k.local_ctas_per_sm_ = local.ctas_per_sm;

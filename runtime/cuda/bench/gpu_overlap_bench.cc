@@ -25,9 +25,9 @@
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
-#include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
+#include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
@@ -59,36 +59,6 @@ absl::StatusOr<Cublas> LoadCublas(CUstream stream) {
   if (c.create(&c.handle) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
   c.set_stream(c.handle, reinterpret_cast<cudaStream_t>(stream));
   return c;
-}
-
-struct Loaded {
-  Module module;
-  CUfunction fn = nullptr;
-  int ctas_per_sm = 0;
-  double compile_ms = 0;
-};
-
-absl::StatusOr<Loaded> Build(const Context& ctx, const jit::GeneratedKernel& gen) {
-  nvrtc::CompileOptions o;
-  o.arch = ArchFor(ctx.compute_capability());
-  o.headers = gen.headers;
-  o.include_paths = {"/usr/local/cuda/include"};
-  o.extra_options = {"-std=c++17"};
-  ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, nvrtc::Compile(gen.source, o));
-  Loaded l;
-  l.compile_ms = k.compile_ms;
-  std::string image = k.binary;
-  if (k.is_ptx) image.push_back('\0');
-  ASSIGN_OR_RETURN(l.module, Module::Load(ctx.api(), std::span<const char>(image.data(), image.size())));
-  ASSIGN_OR_RETURN(l.fn, l.module.Function(gen.entry_symbol));
-  const int smem = gen.metadata.dynamic_smem_bytes;
-  if (smem > 48 * 1024) {
-    CU_RETURN_IF_ERROR(ctx.api().cuFuncSetAttribute(
-        l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
-  }
-  CU_RETURN_IF_ERROR(ctx.api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &l.ctas_per_sm, l.fn, gen.metadata.block_dim, smem));
-  return l;
 }
 
 // Median milliseconds of `reps` runs of `run` after `warmup` runs.
@@ -126,8 +96,9 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
   ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource(choice.source_name));
   ASSIGN_OR_RETURN(jit::GeneratedKernel fused_gen, jit::GenerateFusedKernel(p, spec, src));
   ASSIGN_OR_RETURN(jit::GeneratedKernel local_gen, jit::GenerateLocalKernel(spec, src));
-  ASSIGN_OR_RETURN(Loaded fused, Build(ctx, fused_gen));
-  ASSIGN_OR_RETURN(Loaded local, Build(ctx, local_gen));
+  // No kernel cache: every run measures a cold NVRTC compile.
+  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(ctx, nullptr, fused_gen, plan::PlanHash(p)));
+  ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(ctx, nullptr, local_gen, ""));
 
   ASSIGN_OR_RETURN(DeviceBuffer A, DeviceBuffer::Allocate(api, M * K * 2));
   ASSIGN_OR_RETURN(DeviceBuffer B, DeviceBuffer::Allocate(api, N * K * 2));
@@ -178,10 +149,10 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
   const unsigned fused_grid = std::min<int64_t>(md.num_tiles, fused.ctas_per_sm * sms);
   const unsigned local_grid =
       std::min<int64_t>(local_gen.metadata.num_tiles, local.ctas_per_sm * sms);
-  auto launch = [&](const Loaded& l, const jit::LaunchMetadata& m, unsigned grid,
+  auto launch = [&](const LoadedKernel& l, const jit::LaunchMetadata& m, unsigned grid,
                     FusedLaunchArgs& a) -> absl::Status {
     void* params[] = {&a};
-    CU_RETURN_IF_ERROR(api.cuLaunchKernel(l.fn, grid, 1, 1, m.block_dim, 1, 1,
+    CU_RETURN_IF_ERROR(api.cuLaunchKernel(l.function, grid, 1, 1, m.block_dim, 1, 1,
                                           m.dynamic_smem_bytes, s, params, nullptr));
     return absl::OkStatus();
   };

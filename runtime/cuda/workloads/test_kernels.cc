@@ -65,12 +65,9 @@ absl::StatusOr<TestKernels> TestKernels::Load(const cuda::Context& context) {
   options.arch = absl::StrCat("sm_", context.compute_capability());
   options.program_name = "syncopate_test_kernels.cu";
   ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, nvrtc::Compile(kSource, options));
-  std::string image = compiled.binary;
-  if (compiled.is_ptx) image.push_back('\0');
   TestKernels k;
   k.api_ = &context.api();
-  ASSIGN_OR_RETURN(k.module_, cuda::Module::Load(context.api(),
-                                                 std::span<const char>(image.data(), image.size())));
+  ASSIGN_OR_RETURN(k.module_, cuda::Module::LoadCompiled(context.api(), compiled));
   ASSIGN_OR_RETURN(k.fill_, k.module_.Function("fill_random"));
   ASSIGN_OR_RETURN(k.poison_, k.module_.Function("poison16"));
   ASSIGN_OR_RETURN(k.gemm_, k.module_.Function("ref_gemm"));

@@ -1,0 +1,40 @@
+#include "runtime/cuda/kernel_loader.h"
+
+#include "absl/strings/str_cat.h"
+#include "jit/build/kernel_build.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/gemm_kernels.h"
+
+namespace syncopate::cuda {
+
+absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
+                                             const jit::GeneratedKernel& gen,
+                                             const std::string& plan_hash) {
+  const DriverApi& api = ctx.api();
+  // The shared build path (same cache keys as the CLI and the daemon), for this GPU's arch.
+  jit::BuildOptions options;
+  options.arch = ArchFor(ctx.compute_capability());
+  options.cache = cache;
+  ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildGeneratedKernel(gen, plan_hash, options));
+  const std::shared_ptr<const nvrtc::CompiledKernel>& compiled = built.compiled;
+  LoadedKernel v;
+  v.compile_ms = compiled->compile_ms;
+  RETURN_IF_ERROR(ctx.MakeCurrent());
+  ASSIGN_OR_RETURN(v.module, Module::LoadCompiled(api, *compiled));
+  ASSIGN_OR_RETURN(v.function, v.module.Function(gen.entry_symbol));
+  const int smem = gen.metadata.dynamic_smem_bytes;
+  if (smem > 48 * 1024) {
+    CU_RETURN_IF_ERROR(api.cuFuncSetAttribute(
+        v.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+  }
+  CU_RETURN_IF_ERROR(api.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &v.ctas_per_sm, v.function, gen.metadata.block_dim, smem));
+  if (v.ctas_per_sm < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kernel ", gen.entry_symbol, " cannot run: no CTA of ", gen.metadata.block_dim,
+        " threads with ", smem, " bytes of shared memory fits on an SM"));
+  }
+  return v;
+}
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,28 @@
+// Generated kernel -> loaded CUfunction: compile through the shared build path (jit/build, so the
+// cache keys match the CLI's and the daemon's) for this GPU's arch, load the module, raise the
+// dynamic shared-memory limit and read the occupancy. Used by the runtime and the GPU benchmark.
+// Thread-safety: as the Context and the cache (KernelCache is thread-safe).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/codegen.h"
+#include "runtime/cuda/handles.h"
+
+namespace syncopate::cuda {
+
+struct LoadedKernel {
+  Module module;
+  CUfunction function = nullptr;
+  int ctas_per_sm = 0;  // resident CTAs per SM at the kernel's block size and shared memory
+  double compile_ms = 0;
+};
+
+// `cache` may be null (compile every time). ResourceExhausted when no CTA fits on an SM.
+absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
+                                            const jit::GeneratedKernel& gen,
+                                            const std::string& plan_hash);
+
+}  // namespace syncopate::cuda
