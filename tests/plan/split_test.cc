@@ -51,22 +51,9 @@ TEST_P(SplitProperty, SplitKeepsValidityAndSimulation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTemplates, SplitProperty, ::testing::ValuesIn(TemplateNames()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) {
-                             if (ch == '.') ch = '_';
-                           }
-                           return name;
-                         });
+                         ::syncopate::plan::testing::TemplateTestName());
 
-TemplateParams Params(int world, Shape shape, int chunks = 1) {
-  TemplateParams p;
-  p.world_size = world;
-  p.shape = std::move(shape);
-  p.chunks_per_shard = chunks;
-  p.dtype = DType::kF32;
-  return p;
-}
+using ::syncopate::plan::testing::Params;
 
 TEST(SplitPlanTest, PiecesChunksSignalsAndAlignedDeps) {
   absl::StatusOr<Plan> plan = BuildTemplate("allgather.ring", Params(4, {8, 3}, 1));

@@ -125,4 +125,26 @@ inline std::string DrainError(const Plan& plan) {
   return "stuck";
 }
 
+// Small f32 template parameters for the hand-written cases.
+inline TemplateParams Params(int world, Shape shape, int chunks = 1) {
+  TemplateParams p;
+  p.world_size = world;
+  p.shape = std::move(shape);
+  p.chunks_per_shard = chunks;
+  p.dtype = DType::kF32;
+  return p;
+}
+
+// gtest name for a template-name parameter: "allgather.ring" -> "allgather_ring".
+struct TemplateTestName {
+  template <class ParamInfo>
+  std::string operator()(const ParamInfo& info) const {
+    std::string name = info.param;
+    for (char& ch : name) {
+      if (ch == '.') ch = '_';
+    }
+    return name;
+  }
+};
+
 }  // namespace syncopate::plan::testing

@@ -99,22 +99,9 @@ TEST_P(TemplateProperty, Deterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateProperty, ::testing::ValuesIn(TemplateNames()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) {
-                             if (ch == '.') ch = '_';
-                           }
-                           return name;
-                         });
+                         ::syncopate::plan::testing::TemplateTestName());
 
-TemplateParams Params(int world, Shape shape, int chunks = 1) {
-  TemplateParams p;
-  p.world_size = world;
-  p.shape = std::move(shape);
-  p.chunks_per_shard = chunks;
-  p.dtype = DType::kF32;
-  return p;
-}
+using ::syncopate::plan::testing::Params;
 
 TEST(TemplatesTest, NamesAreTheDocumentedThirteen) {
   EXPECT_THAT(TemplateNames(),
