@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target syncopate >/dev/null
+cmake --build build -j"$(scripts/jobs.sh)" --target syncopate >/dev/null
 exec build/client/cli/syncopate demo "$@"

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+cmake --build build -j"$(scripts/jobs.sh)"
+ctest --test-dir build --output-on-failure -j"$(scripts/jobs.sh)" "$@"
 # The request decoder + validator under libFuzzer (clang, ASan, UBSan) for a fixed time.
 scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
