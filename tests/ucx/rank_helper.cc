@@ -3,7 +3,7 @@
 // node n. Each builds the named plan template, registers its buffers with a UcxTransport,
 // connects, and runs iterations: fill buffers (initial regions with values derived from rank,
 // offset and iteration; everything else with garbage), barrier, Execute(epoch = iteration),
-// check this rank's postcondition element by element.
+// check this rank's postcondition element by element, barrier.
 //
 // Output, one line each, for the driver: "READY", "ITER <k>" before each Execute, then
 // "OK iters=<n>" or "ERROR <status>", then "TEARDOWN <status> in_flight=<n>". Exit code 0 on
@@ -241,9 +241,11 @@ int Main(int argc, char** argv) {
       RETURN_IF_ERROR(executor->Execute(static_cast<uint64_t>(it)));
       RETURN_IF_ERROR(Check(plan, f.rank, *executor, it));
       completed = it;
+      // The executor's epoch contract: nobody refills its buffers for the next epoch (or tears
+      // down) while a peer may still pull this epoch's data from them.
+      RETURN_IF_ERROR(bootstrap->Barrier(absl::Now() + timeout));
     }
-    // Nobody tears down while a peer may still read from it.
-    return bootstrap->Barrier(absl::Now() + timeout);
+    return absl::OkStatus();
   }();
   if (status.ok()) {
     Say(absl::StrCat("OK iters=", completed));
