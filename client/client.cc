@@ -255,8 +255,17 @@ Result<CompiledKernel> Client::Compile(const CompileRequest& request) const {
   for (const std::string& option : request.kernel.options) kernel->add_options(option);
   kernel->set_spec(request.kernel.spec);
   kernel->set_program_name(request.kernel.program_name);
-  if (!request.plan.empty() && !wire.mutable_plan()->ParseFromString(request.plan)) {
-    return Invalid("plan: not a serialized syncopate.v1.Plan");
+  auto attach_plan = [&]() -> Status {
+    wire.clear_plan_hash();
+    if (!request.plan.empty() && !wire.mutable_plan()->ParseFromString(request.plan)) {
+      return Invalid("plan: not a serialized syncopate.v1.Plan");
+    }
+    return Status::Ok();
+  };
+  if (request.plan_hash.empty()) {
+    if (Status s = attach_plan(); !s.ok()) return s;
+  } else {
+    wire.set_plan_hash(request.plan_hash);
   }
   wire.set_rank(request.rank);
   wire.set_arch(request.arch);
@@ -265,9 +274,19 @@ Result<CompiledKernel> Client::Compile(const CompileRequest& request) const {
       request.timeout.count() > 0 ? request.timeout : impl_->options.rpc_timeout;
   wire.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   v1::CompileResponse response;
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, timeout + impl_->options.wait_grace);
-  Status status = FromGrpc(impl_->compiler->Compile(&ctx, wire, &response));
+  auto call = [&]() {
+    grpc::ClientContext ctx;
+    impl_->Prepare(ctx, timeout + impl_->options.wait_grace);
+    return FromGrpc(impl_->compiler->Compile(&ctx, wire, &response));
+  };
+  Status status = call();
+  if (status.code() == StatusCode::kNotFound && !wire.plan_hash().empty() &&
+      !request.plan.empty()) {
+    // The daemon does not hold the plan (it restarted or evicted it): send it in full, once.
+    if (Status s = attach_plan(); !s.ok()) return s;
+    response.Clear();
+    status = call();
+  }
   if (!status.ok()) return status;
   CompiledKernel out;
   const v1::CompiledKernel& k = response.kernel();

@@ -100,7 +100,12 @@ void AppendDeterministic(const google::protobuf::Message& message, std::string& 
 std::string RequestKey(const v1::CompileRequest& request) {
   std::string key;
   AppendDeterministic(request.kernel(), key);
-  AppendDeterministic(request.plan(), key);
+  if (!request.plan_hash().empty()) {
+    // '#' cannot start the length prefix of the full-plan form: the two never collide.
+    absl::StrAppend(&key, "#", request.plan_hash(), ":");
+  } else {
+    AppendDeterministic(request.plan(), key);
+  }
   // rank and known_cache_key do not change the result: one generated kernel serves every rank.
   absl::StrAppend(&key, request.arch().size(), ":", request.arch());
   return key;
@@ -119,11 +124,8 @@ absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Opt
 }
 
 absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::Prepare(
-    const v1::CompileRequest& request, const std::string& fingerprint) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = prepared_.find(fingerprint); it != prepared_.end()) return it->second.prepared;
-  }
+    const v1::CompileRequest& request, const std::string& fingerprint,
+    const std::string& expected_plan_hash) {
   absl::StatusOr<jit::KernelSpec> spec = jit::ParseKernelSpec(request.kernel().spec());
   if (!spec.ok()) return Prefix(spec.status(), "kernel.spec: ");
   if (absl::Status s = jit::ValidateKernelSpec(*spec); !s.ok()) return Prefix(s, "kernel.spec: ");
@@ -140,6 +142,15 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
       return Prefix(s, "kernel.spec (against plan): ");
     }
     prepared->plan_hash = plan::PlanHash(*decoded);
+    if (!expected_plan_hash.empty() && expected_plan_hash != prepared->plan_hash) {
+      // The store is filled under hashes computed by daemons; a mismatch is our bug, not the
+      // caller's, and must not compile the wrong plan.
+      return absl::InternalError(absl::StrCat("plan_hash: the plan held under ", expected_plan_hash,
+                                              " hashes to ", prepared->plan_hash));
+    }
+    if (options_.plans != nullptr && expected_plan_hash.empty()) {
+      options_.plans->Remember(prepared->plan_hash, request.plan());
+    }
     plan = std::move(decoded).value();
   }
   ASSIGN_OR_RETURN(jit::GeneratedKernel generated,
@@ -210,10 +221,35 @@ std::optional<CompileOutcome> CompileBackend::CompileIfServedBefore(
   return outcome;
 }
 
+absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::PrepareFirst(
+    const v1::CompileRequest& request, const std::string& request_key) {
+  if (request.plan_hash().empty()) return Prepare(request, request_key, "");
+  // A request by plan hash is prepared as the same request with the held plan in it. The copy is
+  // made here, once per distinct request, not on every repeat.
+  std::shared_ptr<const v1::Plan> held =
+      options_.plans != nullptr ? options_.plans->Find(request.plan_hash()) : nullptr;
+  if (held == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "plan_hash: this daemon does not hold plan ", request.plan_hash(),
+        " (it never saw it, restarted, or evicted it); send the plan itself"));
+  }
+  v1::CompileRequest with_plan = request;
+  with_plan.clear_plan_hash();
+  *with_plan.mutable_plan() = *held;
+  return Prepare(with_plan, request_key, request.plan_hash());
+}
+
 absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest& request,
                                                        absl::Time deadline) {
   const std::string request_key = RequestKey(request);
-  ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, Prepare(request, request_key));
+  std::shared_ptr<const Prepared> prepared;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = prepared_.find(request_key); it != prepared_.end()) prepared = it->second.prepared;
+  }
+  if (prepared == nullptr) {
+    ASSIGN_OR_RETURN(prepared, PrepareFirst(request, request_key));
+  }
   bool compiled_here = false;
   absl::StatusOr<cache::KernelCache::Result> result = cache_->GetOrCompile(
       prepared->key, [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {

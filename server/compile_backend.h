@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "jit/cache/kernel_cache.h"
+#include "server/plan_store.h"
 #include "syncopate/v1/service.pb.h"
 
 namespace syncopate::server {
@@ -38,12 +39,16 @@ class CompileBackend {
     int compile_threads = 4;
     // CUDA headers for NVRTC (cuda_bf16.h, ...); also <dir>/cccl. Default: the build's toolkit.
     std::string cuda_include_dir;
+    // Where requests by plan_hash find their plan, and where full plans are kept for later
+    // requests by hash. nullptr: every request by hash is NOT_FOUND.
+    PlanStore* plans = nullptr;
   };
 
   static absl::StatusOr<std::unique_ptr<CompileBackend>> Create(const Options& options);
 
   // Errors: InvalidArgument naming the field (kernel.spec, plan, kernel.source with the compile
-  // log), DeadlineExceeded when the compile (or the wait for a compile slot) passes `deadline`.
+  // log), DeadlineExceeded when the compile (or the wait for a compile slot) passes `deadline`,
+  // NotFound when request.plan_hash names a plan the plan store does not hold.
   absl::StatusOr<CompileOutcome> Compile(const v1::CompileRequest& request, absl::Time deadline);
   // The answer when this exact request was served before and its kernel is at hand: never
   // blocks on a compile or the disk, so callback-API handlers may call it inline. nullopt: call
@@ -69,8 +74,16 @@ class CompileBackend {
 
   CompileBackend(const Options& options, std::unique_ptr<cache::KernelCache> cache)
       : options_(options), cache_(std::move(cache)) {}
+  // The first time a request is seen: finds a plan named by hash (NotFound when not held), then
+  // Prepare.
+  absl::StatusOr<std::shared_ptr<const Prepared>> PrepareFirst(const v1::CompileRequest& request,
+                                                               const std::string& request_key);
+  // Checks and generates for `request`, which carries its plan in full (if any), and memoizes the
+  // result under `request_key`; `expected_plan_hash`, when set, is the hash the caller named the
+  // plan by, checked against the plan's own.
   absl::StatusOr<std::shared_ptr<const Prepared>> Prepare(const v1::CompileRequest& request,
-                                                          const std::string& request_key);
+                                                          const std::string& request_key,
+                                                          const std::string& expected_plan_hash);
   bool AcquireSlot(absl::Time deadline);
   void ReleaseSlot();
 

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   compile_options.cache_max_bytes = config.cache_max_bytes;
   compile_options.compile_threads = config.compile_threads;
   compile_options.cuda_include_dir = config.cuda_include_dir;
+  compile_options.plans = &env->plans();
 #ifdef SYNCOPATE_DEFAULT_CUDA_INCLUDE
   if (compile_options.cuda_include_dir.empty()) {
     compile_options.cuda_include_dir = SYNCOPATE_DEFAULT_CUDA_INCLUDE;

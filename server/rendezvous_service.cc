@@ -80,6 +80,7 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
 
   // Completes the call (from any thread, once).
   void Complete(grpc::Status status) {
+    if (status.ok()) OnSucceeded();
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
@@ -90,6 +91,8 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
   }
 
   virtual absl::Status Check() = 0;
+  // The call succeeded and `response_` is complete (local or forwarded); runs before Finish.
+  virtual void OnSucceeded() {}
   virtual GroupRegistry::WaiterId StartLocal() = 0;
   virtual void StartForward(v1::Rendezvous::Stub* stub, grpc::ClientContext* ctx,
                             const Request* forwarded, Response* response,
@@ -210,6 +213,10 @@ class AgreeReactor final : public GroupCallReactor<v1::AgreeRequest, v1::AgreeRe
 
  private:
   absl::Status Check() override { return CheckAgreeRequest(*request_, env_->limits()); }
+
+  // Whether decided here or forwarded from the leader, the agreed plan is what this node's ranks
+  // compile next: keep it so their Compile calls can name it by hash.
+  void OnSucceeded() override { env_->plans().Remember(response_->plan_hash(), response_->plan()); }
 
   GroupRegistry::WaiterId StartLocal() override {
     return env_->registry().Agree(

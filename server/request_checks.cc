@@ -1,6 +1,7 @@
 // See request_checks.h.
 #include "server/request_checks.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/base/status_macros.h"
@@ -223,6 +224,15 @@ absl::Status CheckCompileRequest(const v1::CompileRequest& request, const Reques
   }
   if (request.arch().empty()) return Bad("arch", "is required (e.g. \"sm_90\")");
   if (request.known_cache_key().size() > 128) return Bad("known_cache_key", "is longer than 128 bytes");
+  if (request.has_plan() && !request.plan_hash().empty()) {
+    return Bad("plan_hash", "is set together with plan: give one of them");
+  }
+  if (request.plan_hash().size() > 128) return Bad("plan_hash", "is longer than 128 bytes");
+  for (char c : request.plan_hash()) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
+      return Bad("plan_hash", "must be hexadecimal (a plan hash from Agree or CompileResponse)");
+    }
+  }
   if (request.has_plan()) RETURN_IF_ERROR(CheckPlanLimits(request.plan(), limits, "plan"));
   if (request.has_plan() &&
       (request.rank() < 0 || request.rank() >= request.plan().world_size())) {

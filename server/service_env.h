@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "server/config.h"
 #include "server/group_registry.h"
+#include "server/plan_store.h"
 #include "server/peer_channels.h"
 #include "server/request_checks.h"
 
@@ -44,6 +45,8 @@ class ServiceEnv {
   GroupRegistry& registry() { return registry_; }
   PeerChannels& peers() { return peers_; }
   Counters& counters() { return counters_; }
+  // Plans seen here by hash (Agree answers, Compile requests), for Compile by plan_hash.
+  PlanStore& plans() { return plans_; }
   absl::Time started() const { return started_; }
 
   // The TCP port this daemon listens on (0 before Start or without TCP); set once at start.
@@ -72,6 +75,7 @@ class ServiceEnv {
   std::atomic<int> tcp_port_{0};
   std::atomic<bool> draining_{false};
   Counters counters_;
+  PlanStore plans_;
   PeerChannels peers_;
   GroupRegistry registry_;
 };

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "jit/build/kernel_build.h"
+#include "runtime/plan/templates.h"
 #include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/plan.pb.h"
@@ -122,6 +123,18 @@ TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
   EXPECT_TRUE(third->binary.empty());
   EXPECT_EQ(third->launch.entry, first->launch.entry);
   request.known_cache_key.clear();
+  // By plan hash alone: the daemon kept the plan it agreed on, so the request carries no plan.
+  {
+    CompileRequest by_hash = request;
+    by_hash.plan.clear();
+    by_hash.plan_hash = *hashes.begin();
+    auto hashed = client_->Compile(by_hash);
+    ASSERT_TRUE(hashed.ok()) << hashed.status().ToString();
+    EXPECT_TRUE(hashed->cache_hit);
+    EXPECT_EQ(hashed->cache_key, first->cache_key);
+    EXPECT_EQ(hashed->plan_hash, first->plan_hash);
+    EXPECT_EQ(hashed->binary, first->binary);
+  }
   // Without a plan: the local kernel over the identity schedule, a different cache entry.
   request.plan.clear();
   auto local = client_->Compile(request);
@@ -133,6 +146,44 @@ TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
   EXPECT_EQ(stats->nvrtc_compiles, 2u);
   const Status health = client_->CheckHealth();
   EXPECT_TRUE(health.ok()) << health.ToString();
+}
+
+// A daemon that never saw the plan (it restarted, or the plan was agreed elsewhere): by hash
+// alone is NOT_FOUND naming plan_hash; with the plan at hand the client resends it in full; the
+// daemon then holds it and later requests by hash alone work.
+TEST_F(EmbeddedClientTest, CompileByPlanHashFallsBackToTheFullPlan) {
+  plan::TemplateParams params;
+  params.world_size = 4;
+  params.shape = {64, 32};
+  params.dtype = plan::DType::kBF16;
+  auto built = plan::BuildTemplate("allgather.ring", params);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  const std::string hash = plan::PlanHash(*built);
+  std::string serialized;
+  ASSERT_TRUE(plan_io::ToProto(*built).SerializeToString(&serialized));
+
+  CompileRequest request;
+  request.kernel.source = testing::kTestKernelSource;
+  request.kernel.spec = testing::kTestKernelSpec;
+  request.plan_hash = hash;
+  auto unknown = client_->Compile(request);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("plan_hash: this daemon does not hold plan"));
+
+  request.plan = serialized;
+  auto resent = client_->Compile(request);
+  ASSERT_TRUE(resent.ok()) << resent.status().ToString();
+  EXPECT_EQ(resent->plan_hash, hash);
+
+  request.plan.clear();
+  auto by_hash = client_->Compile(request);
+  ASSERT_TRUE(by_hash.ok()) << by_hash.status().ToString();
+  EXPECT_TRUE(by_hash->cache_hit);
+  EXPECT_EQ(by_hash->cache_key, resent->cache_key);
+
+  request.plan_hash = std::string(64, '0');  // well-formed, but no plan has it
+  EXPECT_EQ(client_->Compile(request).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(EmbeddedClientTest, ErrorsCarryCodeAndMessage) {

@@ -76,5 +76,24 @@ TEST(RequestChecksTest, JoinAndAgree) {
               HasSubstr("proposal.plan.ranks: has 0 entries, need world_size 2"));
 }
 
+TEST(RequestChecksTest, CompilePlanByHash) {
+  v1::CompileRequest request;
+  request.mutable_kernel()->set_source("k");
+  request.mutable_kernel()->set_spec("entry = k");
+  request.set_arch("sm_90");
+  request.set_plan_hash("00ffA9");
+  EXPECT_TRUE(CheckCompileRequest(request, RequestLimits()).ok());
+  request.set_plan_hash("not-hex");
+  EXPECT_THAT(CheckCompileRequest(request, RequestLimits()).message(),
+              HasSubstr("plan_hash: must be hexadecimal"));
+  request.set_plan_hash(std::string(129, 'a'));
+  EXPECT_THAT(CheckCompileRequest(request, RequestLimits()).message(),
+              HasSubstr("plan_hash: is longer than 128 bytes"));
+  request.set_plan_hash("ab");
+  request.mutable_plan()->set_world_size(2);
+  EXPECT_THAT(CheckCompileRequest(request, RequestLimits()).message(),
+              HasSubstr("plan_hash: is set together with plan"));
+}
+
 }  // namespace
 }  // namespace syncopate::server

@@ -115,6 +115,11 @@ struct KernelSource {
 struct CompileRequest {
   KernelSource kernel;
   std::string plan;  // serialized syncopate.v1.Plan (AgreedPlan::plan); "" for none
+  // AgreedPlan::plan_hash. When set, the plan travels by hash only (the daemon that answered
+  // Agree holds it), which makes a repeated Compile a few hundred bytes; should the daemon no
+  // longer hold it (restart, eviction), the call is retried once with `plan` in full. Without
+  // `plan`, that case is NOT_FOUND.
+  std::string plan_hash;
   int rank = 0;
   std::string arch = "sm_90";
   std::chrono::milliseconds timeout{0};  // 0: ClientOptions::rpc_timeout
