@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 
@@ -11,6 +12,27 @@ namespace syncopate {
 absl::Status ToAbslStatus(const Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.code()), status.message());
+}
+
+ucx::NodeMap NodeMapOf(const Group& group) {
+  // Members arrive in rank order; index by rank anyway, the map must not depend on it.
+  ucx::NodeMap nodes(group.world_size, -1);
+  std::map<std::string, int> ids;
+  int next = 0;
+  std::vector<const Member*> by_rank(group.world_size, nullptr);
+  for (const Member& m : group.members) {
+    if (m.rank >= 0 && m.rank < group.world_size) by_rank[m.rank] = &m;
+  }
+  for (int r = 0; r < group.world_size; ++r) {
+    if (by_rank[r] == nullptr || by_rank[r]->node_name.empty()) {
+      nodes[r] = next++;
+      continue;
+    }
+    auto [it, inserted] = ids.emplace(by_rank[r]->node_name, next);
+    if (inserted) ++next;
+    nodes[r] = it->second;
+  }
+  return nodes;
 }
 
 absl::StatusOr<std::vector<std::string>> DaemonBootstrap::AllGather(absl::string_view mine,

@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/ucx/bootstrap.h"
+#include "runtime/ucx/plan_executor.h"
 #include "syncopate/client.h"
 
 namespace syncopate {
@@ -30,11 +31,18 @@ namespace syncopate {
 // absl::Status from the client's Status (same codes: both are the gRPC codes).
 absl::Status ToAbslStatus(const Status& status);
 
+// The group's node map for ucx::PlanExecutor, from the node names its ranks joined with: node ids
+// in order of first appearance. A rank that gave no node name is a node of its own, so its chunks
+// go over UCX rather than assume a shared node it may not have.
+ucx::NodeMap NodeMapOf(const Group& group);
+
 class DaemonBootstrap : public ucx::Bootstrap {
  public:
   DaemonBootstrap(Client client, Group group, std::string key_prefix = "ucx.bootstrap")
       : client_(std::move(client)), group_(std::move(group)), prefix_(std::move(key_prefix)) {}
 
+  const Client& client() const { return client_; }
+  const Group& group() const { return group_; }
   int rank() const override { return group_.rank; }
   int world_size() const override { return group_.world_size; }
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine,

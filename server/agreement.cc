@@ -15,6 +15,7 @@
 #include "runtime/plan/plan.h"
 #include "runtime/plan/validate.h"
 #include "runtime/plan_io/plan_proto.h"
+#include "server/node_layout.h"
 
 namespace syncopate::server {
 namespace {
@@ -95,7 +96,8 @@ absl::StatusOr<std::shared_ptr<const AgreeResult>> BuildAgreedPlan(const v1::Pro
 }
 
 absl::StatusOr<std::shared_ptr<const AgreeResult>> DecideAgreement(
-    const std::string& group_id, int world_size, const std::vector<const v1::Proposal*>& by_rank) {
+    const std::string& group_id, int world_size, const std::vector<const v1::Proposal*>& by_rank,
+    const std::vector<std::string>& node_of_rank) {
   if (by_rank.empty() || static_cast<int>(by_rank.size()) != world_size) {
     return absl::InternalError("DecideAgreement: one proposal per rank expected");
   }
@@ -115,8 +117,13 @@ absl::StatusOr<std::shared_ptr<const AgreeResult>> DecideAgreement(
         "] diverge from rank 0 in their ", what, "; rank ", diverging.front(), " vs rank 0: ",
         DescribeDifference(*by_rank[0], first)));
   }
-  absl::StatusOr<std::shared_ptr<const AgreeResult>> result =
-      BuildAgreedPlan(*by_rank[0], world_size);
+  absl::StatusOr<std::shared_ptr<const AgreeResult>> result;
+  if (absl::StatusOr<v1::Proposal> fitted = FitProposalToNodes(*by_rank[0], node_of_rank);
+      fitted.ok()) {
+    result = BuildAgreedPlan(*fitted, world_size);
+  } else {
+    result = fitted.status();
+  }
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat("plan agreement in group ", group_id,

@@ -29,10 +29,13 @@ inline std::string ProposalFingerprint(const v1::Proposal& proposal) {
   return MessageFingerprint(proposal);
 }
 
-// `by_rank[r]` is rank r's proposal; all non-null. FailedPrecondition naming the diverging ranks,
-// or InvalidArgument when the agreed proposal does not give a valid plan for `world_size` ranks.
+// `by_rank[r]` is rank r's proposal; all non-null. `node_of_rank[r]` is the node rank r joined
+// from ("" unknown): two-level templates are fitted to it (node_layout.h). FailedPrecondition
+// naming the diverging ranks or the misplaced rank, or InvalidArgument when the agreed proposal
+// does not give a valid plan for `world_size` ranks.
 absl::StatusOr<std::shared_ptr<const AgreeResult>> DecideAgreement(
-    const std::string& group_id, int world_size, const std::vector<const v1::Proposal*>& by_rank);
+    const std::string& group_id, int world_size, const std::vector<const v1::Proposal*>& by_rank,
+    const std::vector<std::string>& node_of_rank);
 
 // Builds (template) or decodes (plan), then validates; the plan must have `world_size` ranks.
 absl::StatusOr<std::shared_ptr<const AgreeResult>> BuildAgreedPlan(const v1::Proposal& proposal,

@@ -205,6 +205,7 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
   std::vector<std::pair<std::string, std::shared_ptr<const AgreeResult>>> decided;
   uint64_t round_index = 0;
   int world_size = 0;
+  std::vector<std::string> node_of_rank;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<FormedGroup*> found = FindFormedGroup(group_id, rank);
@@ -227,7 +228,10 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
       waiter.done = std::move(done);
       ready = AddToRound(group, group.rounds, Location{false, group_id, rank, round_index},
                          deadline, std::move(waiter));
-      if (!ready.empty()) decided.assign(group.decided.begin(), group.decided.end());
+      if (!ready.empty()) {
+        decided.assign(group.decided.begin(), group.decided.end());
+        for (const MemberInfo& m : group.info.members) node_of_rank.push_back(m.node_name);
+      }
     }
   }
   if (!reject.ok()) {
@@ -257,7 +261,7 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
       }
     }
   }
-  if (!reused) result = DecideAgreement(group_id, world_size, by_rank);
+  if (!reused) result = DecideAgreement(group_id, world_size, by_rank, node_of_rank);
   {
     absl::MutexLock lock(&mu_);
     if (result.ok()) {

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const v1::Proposal& p = request.proposal();
       const int world = p.has_plan() ? p.plan().world_size() : p.template_request().world_size();
       // A one-rank decision builds and validates the plan; then the build alone at its size.
-      (void)server::DecideAgreement("fuzz#1", 1, {&p});
+      (void)server::DecideAgreement("fuzz#1", 1, {&p}, {"n0"});
       (void)server::BuildAgreedPlan(p, world);
       break;
     }

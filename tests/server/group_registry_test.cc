@@ -152,6 +152,43 @@ TEST(GroupRegistryTest, AgreementRoundsAndFailures) {
               HasSubstr("rank 0 (node node0, via daemon d) vanished during plan agreement"));
 }
 
+// Ranks 0-1 join from node "a", 2-3 from "b": a two-level template without ranks_per_node gets 2
+// (the same plan as asking for 2), and asking for 4 is refused naming a misplaced rank.
+TEST(GroupRegistryTest, TwoLevelTemplatesFollowTheNodesRanksJoinedFrom) {
+  GroupRegistry registry({});
+  std::vector<std::unique_ptr<JoinResult>> joins;
+  for (int r = 0; r < 4; ++r) {
+    joins.push_back(std::make_unique<JoinResult>());
+    registry.Join("two", 4, MemberInfo{r, r < 2 ? "a" : "b", "sm_90", "d"}, Far(),
+                  joins.back()->Done());
+  }
+  std::string group;
+  for (auto& j : joins) group = j->future.get()->group_id;
+  auto agree_all = [&](int rpn) {
+    v1::Proposal p = Template(4);
+    p.mutable_template_request()->set_template_name("allgather.two_level");
+    p.mutable_template_request()->set_ranks_per_node(rpn);
+    std::vector<std::unique_ptr<AgreeResultPromise>> waits;
+    for (int r = 0; r < 4; ++r) {
+      waits.push_back(std::make_unique<AgreeResultPromise>());
+      registry.Agree(group, r, p, Far(), waits.back()->Done());
+    }
+    std::vector<absl::StatusOr<AgreeOutcome>> outcomes;
+    for (auto& w : waits) outcomes.push_back(w->future.get());
+    return outcomes;
+  };
+  auto derived = agree_all(0);
+  ASSERT_TRUE(derived[0].ok()) << derived[0].status();
+  auto explicit_two = agree_all(2);
+  ASSERT_TRUE(explicit_two[3].ok()) << explicit_two[3].status();
+  EXPECT_EQ(derived[0]->result->plan_hash, explicit_two[3]->result->plan_hash);
+  auto wrong = agree_all(4);
+  EXPECT_EQ(wrong[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong[1].status().message(),
+              HasSubstr("ranks_per_node: 4 puts rank 2 on rank 0's node, but rank 2 joined from "
+                        "node 'b'"));
+}
+
 TEST(GroupRegistryTest, AgreementDeadlineNamesSilentRanks) {
   GroupRegistry registry({});
   const std::string group = FormGroup(registry, "j", 3);

@@ -62,6 +62,8 @@ TEST(DaemonBootstrapTest, TwoLevelAllGatherOverTwoDaemons) {
                                                    ? leader.Log().size() - 4000
                                                    : 0);
     EXPECT_NE(LineStartingWith(out, "OK iters=2"), "") << out;
+    // The plan was agreed without ranks_per_node and the node map came from the group.
+    EXPECT_EQ(LineStartingWith(out, "NODES "), "NODES 0,0,1,1") << out;
     EXPECT_NE(LineStartingWith(out, "TEARDOWN ok in_flight=0"), "") << out;
     groups.insert(LineStartingWith(out, "GROUP "));
   }
@@ -102,6 +104,7 @@ TEST(DaemonBootstrapTest, RankKilledMidExchangeIsNamed) {
       options.job_id = "ucx-kill";
       options.world_size = 4;
       options.rank = r;
+      options.node_name = "node" + std::to_string(r / 2);
       options.leader_address = leader.address();
       options.timeout = std::chrono::seconds(60);
       return client->Join(options);
@@ -112,6 +115,25 @@ TEST(DaemonBootstrapTest, RankKilledMidExchangeIsNamed) {
     Result<Group> group = join.get();
     ASSERT_TRUE(group.ok()) << group.status().ToString();
     groups.push_back(*group);
+  }
+  // The helper agrees on its default plan before its UCX bootstrap: propose the same.
+  std::vector<std::future<Result<AgreedPlan>>> agreements;
+  for (int r = 0; r < 3; ++r) {
+    agreements.push_back(std::async(std::launch::async, [&, r] {
+      Proposal proposal;
+      proposal.kernel_hash = "ucx-rank-helper";
+      TemplateSpec spec;
+      spec.name = "allgather.two_level";
+      spec.shape = {32, 256};
+      spec.dtype = "f32";
+      spec.chunks_per_shard = 2;
+      proposal.template_spec = spec;
+      return client->Agree(groups[r], proposal, std::chrono::seconds(60));
+    }));
+  }
+  for (auto& agreement : agreements) {
+    Result<AgreedPlan> agreed = agreement.get();
+    ASSERT_TRUE(agreed.ok()) << agreed.status().ToString() << "\n" << victim.Output();
   }
   // Wait until the victim's Connect is waiting in its exchange at the leader, then kill it.
   auto waiting = [&](uint64_t n) {

@@ -15,7 +15,10 @@
 //        --bootstrap=tcp|daemon: with daemon, instead of --hub the rank joins job --job through
 //        the syncopated at --daemon=<socket> (leader --leader=host:port, "" = that daemon) and
 //        bootstraps UCX over the daemon's Exchange (client/ucx_bootstrap.h); prints
-//        "GROUP <group_id>" once joined.
+//        "GROUP <group_id>" once joined. As a job would, it then agrees on the template through
+//        the daemons *without* ranks_per_node (the leader derives it from the nodes the ranks
+//        joined from: node<rank / rpn>) and takes the node map from the group; prints
+//        "NODES <node of rank 0>,<node of rank 1>,...".
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,7 +37,10 @@
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
 #ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
+#include "absl/strings/str_join.h"
 #include "client/ucx_bootstrap.h"
+#include "runtime/plan_io/plan_proto.h"
+#include "syncopate/v1/plan.pb.h"
 #endif
 
 namespace syncopate::ucx {
@@ -181,6 +187,30 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::D
 #endif
 }
 
+#ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
+// The plan as a job gets it from syncopated: agreed by every rank, ranks_per_node left to the
+// leader, which derives it from where the ranks joined.
+absl::StatusOr<plan::Plan> AgreeThroughDaemons(const DaemonBootstrap& bootstrap, const Flags& f,
+                                               absl::Duration timeout) {
+  Proposal proposal;
+  proposal.kernel_hash = "ucx-rank-helper";
+  TemplateSpec spec;
+  spec.name = f.templ;
+  spec.shape = {f.rows, f.cols};
+  spec.dtype = "f32";
+  spec.chunks_per_shard = f.chunks;
+  spec.reduce_op = "sum";
+  spec.ranks_per_node = 0;
+  proposal.template_spec = spec;
+  Result<AgreedPlan> agreed = bootstrap.client().Agree(
+      bootstrap.group(), proposal, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  if (!agreed.ok()) return ToAbslStatus(agreed.status());
+  v1::Plan wire;
+  if (!wire.ParseFromString(agreed->plan)) return absl::InternalError("agreed plan does not parse");
+  return plan_io::FromProto(wire);
+}
+#endif
+
 int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
@@ -225,13 +255,22 @@ int Main(int argc, char** argv) {
     params.chunks_per_shard = f.chunks;
     params.op = plan::ReduceOp::kSum;
     params.ranks_per_node = f.rpn;
-    ASSIGN_OR_RETURN(plan::Plan plan, plan::BuildTemplate(f.templ, params));
+    plan::Plan plan;
+    NodeMap nodes = NodesFromRanksPerNode(f.world, f.rpn);
+    if (f.bootstrap == "tcp") {
+      ASSIGN_OR_RETURN(plan, plan::BuildTemplate(f.templ, params));
+    } else {
+#ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
+      const auto& daemon = static_cast<const DaemonBootstrap&>(*bootstrap);
+      ASSIGN_OR_RETURN(plan, AgreeThroughDaemons(daemon, f, timeout * 4));
+      nodes = NodeMapOf(daemon.group());
+      Say("NODES " + absl::StrJoin(nodes, ","));
+#endif
+    }
     ExecutorOptions eopts;
     eopts.run_intra_node = true;  // no CUDA IPC here: intra-node chunks go over UCX too
     eopts.transfer_timeout = timeout;
-    ASSIGN_OR_RETURN(executor, PlanExecutor::Create(plan, f.rank,
-                                                    NodesFromRanksPerNode(f.world, f.rpn),
-                                                    transport->get(), eopts));
+    ASSIGN_OR_RETURN(executor, PlanExecutor::Create(plan, f.rank, nodes, transport->get(), eopts));
     RETURN_IF_ERROR((*transport)->Connect(*bootstrap, absl::Now() + timeout * 4));
     Say("READY");
     for (int it = 1; f.iters == 0 || it <= f.iters; ++it) {
