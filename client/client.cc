@@ -11,6 +11,7 @@
 #include "runtime/plan/plan.h"
 #include "runtime/plan_io/plan_proto.h"
 #include "server/daemon.h"
+#include "server/logging.h"
 #include "syncopate/v1/service.grpc.pb.h"
 
 namespace syncopate {
@@ -146,7 +147,11 @@ Result<Client> Client::Embedded(const EmbeddedOptions& options) {
   config.cache_dir = options.cache_dir;
   config.compile_threads = options.compile_threads;
   config.max_wait_ms = options.max_wait_ms;
-  config.log_level = "warn";
+  if (!options.log_level.empty()) {
+    if (absl::Status s = server::SetLogLevel(options.log_level); !s.ok()) {
+      return Status(StatusCode::kInvalidArgument, std::string(s.message()));
+    }
+  }
   absl::StatusOr<std::unique_ptr<server::Daemon>> daemon = server::Daemon::Start(config);
   if (!daemon.ok()) {
     return Status(static_cast<StatusCode>(daemon.status().code()),

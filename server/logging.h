@@ -6,9 +6,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace syncopate::server {
 
 absl::Status SetupLogging(const std::string& level);
+
+// Only the level of the process's default logger, for the embedded daemon: the host process owns
+// its logging setup, so its sink and pattern are left alone.
+absl::Status SetLogLevel(const std::string& level);
 
 }  // namespace syncopate::server

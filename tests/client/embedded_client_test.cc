@@ -9,6 +9,7 @@
 
 #include "jit/build/kernel_build.h"
 #include "runtime/plan/templates.h"
+#include "spdlog/spdlog.h"
 #include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/plan.pb.h"
@@ -217,6 +218,19 @@ TEST_F(EmbeddedClientTest, ErrorsCarryCodeAndMessage) {
   p.template_spec = AllGather();
   auto missing = client_->Agree(group, p);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(EmbeddedOptionsTest, LogLevelIsCheckedAndApplied) {
+  EmbeddedOptions bad;
+  bad.log_level = "chatty";
+  auto refused = Client::Embedded(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("log_level: 'chatty'"));
+  EmbeddedOptions quiet;
+  quiet.log_level = "error";
+  ASSERT_TRUE(Client::Embedded(quiet).ok());
+  EXPECT_EQ(spdlog::get_level(), spdlog::level::err);
 }
 
 TEST(ClientConnectTest, MissingSocketIsUnavailable) {

@@ -46,6 +46,9 @@ struct EmbeddedOptions {
   std::string cache_dir;  // kernel cache directory; "" = memory only
   int compile_threads = 4;
   int64_t max_wait_ms = 600000;
+  // The daemon logs through spdlog's default logger, which is the host process's. "" leaves its
+  // level alone; "warn", "error", ... set it (process-wide) when the embedded daemon starts.
+  std::string log_level;
 };
 
 struct JoinOptions {
