@@ -14,6 +14,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/ucx/backoff.h"
 #include "runtime/ucx/handles.h"
+#include "runtime/ucx/peer_liveness.h"
 #include "runtime/ucx/wire.h"
 #include "spdlog/spdlog.h"
 
@@ -35,6 +36,11 @@ bool Completion::done() const {
 }
 
 namespace {
+
+// How often the progress loop polls same-host peers' pidfds: one poll(2) per interval keeps the
+// idle and busy loops as cheap as before, and a peer's exit still fails its waits within about
+// a millisecond rather than at their deadline.
+constexpr absl::Duration kLivenessInterval = absl::Milliseconds(1);
 
 struct LocalRegion {
   std::string name;
@@ -64,14 +70,29 @@ struct PeerConn {
   Endpoint ep;
   bool closed = false;
   std::vector<RemoteRegion> regions;
+  const PeerLiveness* liveness = nullptr;  // the transport's, to name an exit as such
 };
 
 namespace {
 
-// Error handler of every endpoint (PEER mode); runs on the worker thread.
+// How long an endpoint error of a watched same-host peer waits for the peer's pidfd. A killed
+// process's sockets close before the kernel reports its exit (UCX saw the error up to ~0.4 ms
+// earlier in tests), so without a grace the error would name only the symptom. Stalls the
+// progress thread only when the peer is alive (a dropped connection), once per peer.
+constexpr absl::Duration kExitGrace = absl::Milliseconds(20);
+
+// Error handler of every endpoint (PEER mode); runs on the worker thread. When the peer's
+// process has exited, say so: that is the cause, UCX's status ("Endpoint timeout",
+// "Connection reset by remote peer") only its symptom.
 void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* pc = static_cast<PeerConn*>(arg);
-  pc->transport->MarkPeerFailed(pc->rank, UcsError(status, "endpoint error"));
+  absl::Status why = UcsError(status, "endpoint error");
+  // An already failed peer (dropped by us, say) keeps its first reason: no grace to wait out.
+  if (pc->liveness != nullptr && pc->transport->PeerStatus(pc->rank).ok() &&
+      pc->liveness->HasExited(pc->rank, kExitGrace)) {
+    why = absl::UnavailableError(absl::StrCat("process exited (", why.message(), ")"));
+  }
+  pc->transport->MarkPeerFailed(pc->rank, std::move(why));
 }
 
 }  // namespace
@@ -84,6 +105,10 @@ struct UcxTransport::Impl {
   std::vector<std::unique_ptr<PeerConn>> peers;  // by rank; nullptr for this rank
   absl::flat_hash_set<Completion::State*> live;  // posted, not finished
   bool closing = false;
+  // Same-host peers' processes (set by Connect, dropped when teardown starts), checked every
+  // kLivenessInterval by the progress loop.
+  PeerLiveness liveness;
+  absl::Time next_liveness_check = absl::InfinitePast();
 
   std::thread thread;
   absl::Mutex mu;
@@ -159,6 +184,14 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
     while (!impl->stop.load(std::memory_order_acquire)) {
       bool ran = impl->DrainQueue();
       if (impl->stop.load(std::memory_order_acquire)) break;  // teardown ran in the queue
+      if (!impl->liveness.empty()) {
+        if (absl::Time now = absl::Now(); now >= impl->next_liveness_check) {
+          impl->next_liveness_check = now + kLivenessInterval;
+          for (int r : impl->liveness.Exited()) {
+            self->MarkPeerFailed(r, absl::UnavailableError("process exited"));
+          }
+        }
+      }
       unsigned progressed = ucp_worker_progress(impl->worker.get());
       if (ran || progressed != 0) {
         last_active = absl::Now();
@@ -270,13 +303,15 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
     absl::MutexLock lock(&fail_mu_);
     peer_status_.assign(world_size_, absl::OkStatus());
   }
-  // 1. This rank's card: label, worker address, region table.
+  // 1. This rank's card: label, process identity (for same-host liveness), worker address,
+  // region table.
   std::string card;
   RETURN_IF_ERROR(impl_->RunSync(
       [&]() -> absl::Status {
         ASSIGN_OR_RETURN(WorkerAddress address, WorkerAddress::Query(impl_->worker));
         WireWriter w;
         w.Bytes(LocalLabel());
+        ProcessIdentity::Self().Encode(w);
         w.Bytes(address.bytes());
         w.U64(impl_->regions.size());
         for (const LocalRegion& r : impl_->regions) {
@@ -294,6 +329,7 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
   // 2. Parse every card, then create endpoints and unpack keys on the worker thread.
   struct Card {
     std::string label;
+    ProcessIdentity identity;
     std::string address;
     std::vector<std::tuple<std::string, uint64_t, uint64_t, std::string>> regions;
   };
@@ -301,6 +337,7 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
   for (int r = 0; r < world_size_; ++r) {
     WireReader rd(cards[r], absl::StrCat("rank ", r, "'s transport card"));
     ASSIGN_OR_RETURN(absl::string_view label, rd.Bytes());
+    ASSIGN_OR_RETURN(parsed[r].identity, ProcessIdentity::Decode(rd));
     ASSIGN_OR_RETURN(absl::string_view address, rd.Bytes());
     ASSIGN_OR_RETURN(uint64_t n, rd.U64());
     parsed[r].label = std::string(label);
@@ -331,6 +368,13 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
   }
   RETURN_IF_ERROR(impl_->RunSync(
       [&]() -> absl::Status {
+        // Watch same-host peers from here on, so a peer that dies while its endpoint is wired
+        // up already fails the flushes below. Opened after the exchange, a pidfd is checked
+        // against the card's start time (the pid may have been reused meanwhile).
+        std::vector<ProcessIdentity> identities;
+        for (const Card& c : parsed) identities.push_back(c.identity);
+        impl_->liveness = PeerLiveness::Watch(parsed[rank_].identity, identities);
+        impl_->next_liveness_check = absl::InfinitePast();
         impl_->peers.clear();
         impl_->peers.resize(world_size_);
         for (int r = 0; r < world_size_; ++r) {
@@ -338,6 +382,7 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
           auto pc = std::make_unique<PeerConn>();
           pc->transport = this;
           pc->rank = r;
+          pc->liveness = &impl_->liveness;
           absl::StatusOr<Endpoint> ep = Endpoint::Create(
               impl_->worker, parsed[r].address,
               options_.error_handling == ErrorHandling::kPeer ? &OnEndpointError : nullptr,
@@ -759,6 +804,14 @@ absl::Status UcxTransport::Shutdown() {
       [this]() -> absl::Status {
         Impl& im = *impl_;
         im.closing = true;
+        // Peers exit as they finish, so from here on an exit is expected and affects nothing
+        // of ours: stop watching (on this thread, so no check runs after this point) and let
+        // neither a failure nor a log come of it. A peer that exited before we got here (it
+        // finished first) is already marked failed, which only makes the closes below forced:
+        // the right thing for an endpoint whose other end is gone (a flush close could wait on
+        // it until teardown_timeout), and a forced close completes locally, so Shutdown still
+        // returns ok. Only closes that do not finish in time make it fail, never failed peers.
+        im.liveness = PeerLiveness();
         std::vector<std::pair<PeerConn*, bool>> eps;
         for (auto& pc : im.peers) {
           if (pc == nullptr || pc->closed) continue;

@@ -11,10 +11,19 @@
 // once idle (targets of tcp RMA need their worker progressed to apply incoming puts). The cost
 // of this design is one thread handoff per operation, visible in small-chunk latency.
 //
-// Faults: an endpoint error (peer process died, connection dropped) marks the peer failed; a
-// Wait that passes its deadline marks the peer failed as stalled. Either way every later
-// operation to that peer fails at once with an error naming the peer ("rank 3 (host pid 812)").
-// Teardown force-closes failed peers' endpoints and is bounded by Options::teardown_timeout.
+// Faults: three things mark a peer failed. (1) Its process exited, for peers on this host (same
+// kernel boot and pid namespace; any UCX transport): Connect opens a pidfd per such peer and the
+// progress thread polls them every millisecond (peer_liveness.h), so waits on a dead same-host
+// peer fail within about a millisecond, not at their deadline. (2) An endpoint error
+// (ErrorHandling::kPeer: peer process died, connection dropped), named as an exit when the
+// peer's pidfd says so within 20 ms (a dead process's sockets close just before the kernel
+// reports its exit). (3) A Wait that passes its deadline (peer stalled, or a peer on another
+// host died where UCX cannot tell). Whatever the cause, every later operation to that peer
+// fails at once with an error naming the peer ("rank 3 (host pid 812) failed: process
+// exited"). Teardown stops watching first (peers exit as they finish; that is no fault),
+// force-closes every endpoint once any peer failed, and is bounded by
+// Options::teardown_timeout; a peer that exited after its work was done thus makes teardown
+// forced, never failed.
 //
 // Thread-safety: all public methods are thread-safe except Register*/Allocate*/Connect, which
 // one thread calls during setup, before any transfer.
@@ -54,8 +63,10 @@ enum class SignalOrdering : uint8_t {
 // Endpoint error handling. kPeer (the default, and what every fault test over tcp relies on):
 // UCX reports a dead or disconnected peer through the endpoint's error callback. kNone exists
 // because Debian's UCX 1.13 shared-memory transports (posix, sysv) have no peer failure handler,
-// so UCX_TLS=shm with kPeer finds no usable lane; with kNone faults are caught by deadlines only
-// (a dead peer's puts may even "succeed" into its orphaned segment), and teardown force-closes.
+// so UCX_TLS=shm with kPeer finds no usable lane; with kNone UCX reports nothing (a dead peer's
+// puts may even "succeed" into its orphaned segment) and teardown force-closes. Shared memory
+// implies a peer on this host, whose exit the pidfd watch (see Faults) reports at once; what it
+// cannot see (a stopped peer, a pidfd-less kernel) is caught by deadlines.
 enum class ErrorHandling : uint8_t { kPeer, kNone };
 
 struct TransportOptions {

@@ -1,17 +1,35 @@
-// Single-process tests of UcxTransport: two transports (one per "rank") in one process, over
-// tcp and over shared memory. Put+signal ordering, gets, bounds errors, a peer that goes away,
-// and the staged (device-through-host) pipeline with memcpy copy callbacks.
+// Tests of UcxTransport, over tcp and over shared memory. Mostly two transports (one per
+// "rank") in one process: put+signal ordering, gets, bounds errors, a peer that goes away, and
+// the staged (device-through-host) pipeline with memcpy copy callbacks. One test puts rank 1 in
+// a second process (this binary, re-executed) and kills it: the same-host liveness check.
 #include "runtime/ucx/transport.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iostream>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ucx/staged_channel.h"
+#include "runtime/ucx/tcp_bootstrap.h"
 #include "tests/ucx/local_bootstrap.h"
+
+extern char** environ;
 
 namespace syncopate::ucx {
 namespace {
@@ -20,6 +38,18 @@ using ::testing::HasSubstr;
 
 constexpr size_t kRegionBytes = 1 << 20;
 
+TransportOptions TestOptions(int rank, const std::string& tls,
+                             SignalOrdering ordering = SignalOrdering::kFlush) {
+  TransportOptions opts;
+  opts.name = "test" + std::to_string(rank);
+  opts.ucx_config = {{"TLS", tls}};
+  opts.ordering = ordering;
+  // UCX 1.13's posix/sysv have no peer failure handler (see ErrorHandling).
+  if (tls == "shm") opts.error_handling = ErrorHandling::kNone;
+  opts.teardown_timeout = absl::Seconds(2);
+  return opts;
+}
+
 class TransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   // Creates two transports; `setup(rank, transport)` registers regions before Connect.
@@ -27,14 +57,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
              SignalOrdering ordering = SignalOrdering::kFlush) {
     group_ = std::make_unique<testing::LocalBootstrapGroup>(2);
     for (int r = 0; r < 2; ++r) {
-      TransportOptions opts;
-      opts.name = "test" + std::to_string(r);
-      opts.ucx_config = {{"TLS", GetParam()}};
-      opts.ordering = ordering;
-      // UCX 1.13's posix/sysv have no peer failure handler (see ErrorHandling).
-      if (GetParam() == "shm") opts.error_handling = ErrorHandling::kNone;
-      opts.teardown_timeout = absl::Seconds(2);
-      auto t = UcxTransport::Create(opts);
+      auto t = UcxTransport::Create(TestOptions(r, GetParam(), ordering));
       ASSERT_TRUE(t.ok()) << t.status();
       t_[r] = *std::move(t);
       setup(r, *t_[r]);
@@ -138,8 +161,11 @@ TEST_P(TransportTest, OutOfRangeSegmentIsAnError) {
 
 TEST_P(TransportTest, PeerThatGoesAwayFailsOperationsNamingIt) {
   if (GetParam() == "shm") {
+    // The peer here is a thread of this process, so the pidfd liveness check (which catches a
+    // same-host peer *process* exiting, over shm too) does not apply; see
+    // PeerProcessThatIsKilledFailsOperationsAsExited for that.
     GTEST_SKIP() << "no peer error handling over UCX 1.13 shm: puts into a gone peer's segment "
-                    "succeed; faults there surface as signal deadlines (integration tests)";
+                    "succeed; a peer in the same process can only be caught by deadlines";
   }
   Start(&RegisterDataAndSignals);
   t_[1]->DropConnections();
@@ -211,6 +237,145 @@ TEST_P(TransportTest, StagedChannelPipelinesChunksThroughHostSlots) {
   }
   EXPECT_EQ(copies_out.load(), 2 * kChunks);
   EXPECT_EQ(copies_in.load(), 2 * kChunks);
+}
+
+// ---- A peer in another process ----
+
+// Set for the re-executed binary that plays rank 1: "<hub address> <tls>".
+constexpr char kPeerEnv[] = "SYNCOPATE_UCX_TEST_PEER";
+
+// Rank 1 of PeerProcessThatIsKilledFailsOperationsAsExited, run only by that test in a process of
+// its own (this binary re-executed with kPeerEnv set): a helper, not a test, hence disabled.
+TEST(PeerProcess, DISABLED_RankOne) {
+  const char* env = std::getenv(kPeerEnv);
+  ASSERT_NE(env, nullptr) << "only PeerProcessThatIsKilledFailsOperationsAsExited runs this";
+  std::vector<std::string> args = absl::StrSplit(env, ' ');
+  ASSERT_EQ(args.size(), 2u) << env;
+  auto t = UcxTransport::Create(TestOptions(1, args[1]));
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->AllocateMemory("data", kRegionBytes).ok());
+  ASSERT_TRUE((*t)->AllocateMemory("signals", 64).ok());
+  auto b = TcpBootstrap::Connect(args[0], 1, 2, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::Status s = (*t)->Connect(**b, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(s.ok()) << s;
+  // Serve rank 0's puts until it kills us; if it never does, its guard or this sleep ends us.
+  absl::SleepFor(absl::Seconds(120));
+}
+
+// A child process, killed and reaped however the test ends; its output goes to a file.
+struct Child {
+  pid_t pid = -1;
+  std::string log;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  std::string Output() const {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+// Starts this test binary again as rank 1 (PeerProcess.DISABLED_RankOne).
+absl::Status SpawnRankOne(const std::string& hub, const std::string& tls, Child& child) {
+  char exe[4096] = {};
+  if (::readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) {
+    return absl::InternalError(absl::StrCat("readlink /proc/self/exe: ", std::strerror(errno)));
+  }
+  // GTEST_* (sharding, output files) belong to this run, not to the child's.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "GTEST_", 6) != 0) env.push_back(*e);
+  }
+  env.push_back(absl::StrCat(kPeerEnv, "=", hub, " ", tls));
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string filter = "--gtest_filter=PeerProcess.DISABLED_RankOne";
+  std::string disabled = "--gtest_also_run_disabled_tests";
+  std::vector<char*> argv = {exe, filter.data(), disabled.data(), nullptr};
+  child.log = absl::StrCat(::testing::TempDir(), "ucx_peer_process_", ::getpid(), "_", tls, ".log");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, child.log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  int rc = posix_spawn(&child.pid, exe, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    child.pid = -1;
+    return absl::InternalError(absl::StrCat("posix_spawn ", exe, ": ", std::strerror(rc)));
+  }
+  return absl::OkStatus();
+}
+
+// A peer process on this host that is killed (SIGKILL) fails operations to it with an error
+// naming it and saying that it exited, over shared memory too, where UCX reports nothing (puts
+// into the dead peer's orphaned segment succeed): the transport's pidfd watch must notice.
+// Every wait has a 60 s deadline, so a deadline ("stalled") cannot produce the expected error;
+// without the watch the shm case runs into the hang guard and fails. Nothing asserts on timing.
+TEST_P(TransportTest, PeerProcessThatIsKilledFailsOperationsAsExited) {
+  const int probe = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  if (probe < 0 && (errno == ENOSYS || errno == EPERM)) {
+    GTEST_SKIP() << "no pidfd_open here (" << std::strerror(errno) << "): no liveness watch";
+  }
+  if (probe >= 0) ::close(probe);
+  auto hub = TcpBootstrapHub::Start(2);
+  ASSERT_TRUE(hub.ok()) << hub.status();
+  Child child;
+  ASSERT_TRUE(SpawnRankOne((*hub)->address(), GetParam(), child).ok());
+  auto t = UcxTransport::Create(TestOptions(0, GetParam()));
+  ASSERT_TRUE(t.ok()) << t.status();
+  UcxTransport& rank0 = **t;
+  RegisterDataAndSignals(0, rank0);
+  {
+    auto b = TcpBootstrap::Connect((*hub)->address(), 0, 2, absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(b.ok()) << b.status();
+    absl::Status s = rank0.Connect(**b, absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(s.ok()) << s << "\nrank 1:\n" << child.Output();
+  }
+  // The peer is there and takes puts.
+  ASSERT_TRUE(rank0
+                  .Wait(rank0.PutWithSignal(1, 0, 0, {{0, 0, 4096}}, {1, 0}, 1),
+                        absl::Now() + absl::Seconds(60), "put to a live peer")
+                  .ok());
+  ASSERT_EQ(::kill(child.pid, SIGKILL), 0);  // not reaped yet: a zombie must count as exited
+  const absl::Time guard = absl::Now() + absl::Seconds(60);  // hang guard
+  absl::Status s;
+  for (uint64_t i = 2; s.ok() && absl::Now() < guard; ++i) {
+    s = rank0.Wait(rank0.PutWithSignal(1, 0, 0, {{0, 0, 4096}}, {1, 0}, i),
+                   absl::Now() + absl::Seconds(60), "put to a killed peer");
+    if (s.ok()) {
+      s = rank0.Wait(rank0.Flush(1), absl::Now() + absl::Seconds(60), "flush to a killed peer");
+    }
+  }
+  ASSERT_FALSE(s.ok()) << "operations to the killed peer still succeed after 60 s";
+  EXPECT_THAT(s.message(), HasSubstr("rank 1 (")) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(" pid ", child.pid, ")"))) << s;
+  // Over tcp the operation may fail by a UCX request error before the peer is marked failed;
+  // then the mark follows (the watch polls every millisecond).
+  while (rank0.PeerStatus(1).ok() && absl::Now() < guard) absl::SleepFor(absl::Milliseconds(1));
+  const absl::Status why = rank0.PeerStatus(1);
+  if (GetParam() == "shm") {
+    // Only the watch can have failed it: UCX over shm reports nothing.
+    EXPECT_THAT(s.message(), HasSubstr("failed: process exited")) << s;
+    EXPECT_THAT(why.message(), HasSubstr("failed: process exited")) << why;
+  } else {
+    // Over tcp, UCX's endpoint error races the watch: the kernel closes a dead process's
+    // sockets just before it reports the exit. The endpoint error says "process exited" when
+    // the pidfd already does, so either way the peer is failed naming a cause.
+    EXPECT_THAT(why.message(), ::testing::AnyOf(HasSubstr("failed: process exited"),
+                                                HasSubstr("failed: endpoint error")))
+        << why;
+  }
+  EXPECT_TRUE(rank0.Shutdown().ok());
+  EXPECT_EQ(rank0.in_flight(), 0);
+  if (HasFailure()) std::cout << "rank 1 output:\n" << child.Output() << std::endl;
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, TransportTest, ::testing::Values("tcp", "shm"),
