@@ -71,6 +71,8 @@ namespace syncopate::cuda {
   X(cuMemHostAlloc)                        \
   X(cuMemFreeHost)                         \
   X(cuMemHostGetDevicePointer)             \
+  X(cuMemHostRegister)                     \
+  X(cuMemHostUnregister)                   \
   X(cuMemcpyHtoD)                          \
   X(cuMemcpyDtoH)                          \
   X(cuMemcpyAsync)                         \

@@ -72,6 +72,8 @@ class StagedChannel {
                        const std::function<void(int)>& on_arrival);
 
   const StageTimes& last_times() const { return times_; }
+  // The transport region holding this end's slots (to page-lock it for device copies).
+  int slots_region() const { return slots_region_; }
 
  private:
   StagedChannel(UcxTransport* transport, std::string name, int peer, bool sender,

@@ -48,7 +48,9 @@ TEST(DriverTest, ErrorsNameTheCallAndTheResult) {
 
 TEST(DriverTest, GpuAvailableGivesAReason) {
   std::string why;
-  if (!syncopate::testing::ProbeGpu(&why)) EXPECT_FALSE(why.empty());
+  if (!syncopate::testing::ProbeGpu(&why)) {
+    EXPECT_FALSE(why.empty());
+  }
 }
 
 }  // namespace
