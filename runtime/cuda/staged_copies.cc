@@ -44,6 +44,11 @@ class ScopedCurrent {
   absl::Status status_;
 };
 
+// StagedChunk carries device addresses as void*.
+CUdeviceptr DevicePointer(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
 // The error a copy callback returns: which copy (direction, size, addresses) and the driver's
 // status, which names the call and the CUresult.
 absl::Status CopyError(const char* direction, void* dst, const void* src, size_t bytes,
@@ -154,36 +159,35 @@ void DeviceStaging::Install(ucx::StagingOptions& options) {
 }
 
 absl::Status DeviceStaging::CopyDeviceToHost(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return absl::OkStatus();
   const DriverApi& api = context_.api();
-  ScopedCurrent current(api, context_.get());
-  absl::Status s = current.status();
-  if (s.ok()) {
-    s = [&]() -> absl::Status {
-      const CUdeviceptr device = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src));
-      CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(dst, device, bytes, d2h_stream_.get()));
-      CU_RETURN_IF_ERROR(api.cuStreamSynchronize(d2h_stream_.get()));
-      return absl::OkStatus();
-    }();
-  }
-  if (!s.ok()) return CopyError("device -> host", dst, src, bytes, s);
-  return absl::OkStatus();
+  return Copy("device -> host", dst, src, bytes, d2h_stream_.get(), [&]() -> absl::Status {
+    CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(dst, DevicePointer(src), bytes, d2h_stream_.get()));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status DeviceStaging::CopyHostToDevice(void* dst, const void* src, size_t bytes) {
+  const DriverApi& api = context_.api();
+  return Copy("host -> device", dst, src, bytes, h2d_stream_.get(), [&]() -> absl::Status {
+    CU_RETURN_IF_ERROR(api.cuMemcpyHtoDAsync(DevicePointer(dst), src, bytes, h2d_stream_.get()));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DeviceStaging::Copy(const char* direction, void* dst, const void* src, size_t bytes,
+                                 CUstream stream, absl::FunctionRef<absl::Status()> enqueue) {
   if (bytes == 0) return absl::OkStatus();
   const DriverApi& api = context_.api();
   ScopedCurrent current(api, context_.get());
   absl::Status s = current.status();
+  if (s.ok()) s = enqueue();
   if (s.ok()) {
     s = [&]() -> absl::Status {
-      const CUdeviceptr device = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst));
-      CU_RETURN_IF_ERROR(api.cuMemcpyHtoDAsync(device, src, bytes, h2d_stream_.get()));
-      CU_RETURN_IF_ERROR(api.cuStreamSynchronize(h2d_stream_.get()));
+      CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
       return absl::OkStatus();
     }();
   }
-  if (!s.ok()) return CopyError("host -> device", dst, src, bytes, s);
+  if (!s.ok()) return CopyError(direction, dst, src, bytes, s);
   return absl::OkStatus();
 }
 

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/cuda/driver.h"
@@ -100,6 +101,10 @@ class DeviceStaging {
   DeviceStaging() = default;
   absl::Status CopyDeviceToHost(void* dst, const void* src, size_t bytes);
   absl::Status CopyHostToDevice(void* dst, const void* src, size_t bytes);
+  // Makes the context current, runs `enqueue` (the async copy on `stream`), waits for `stream`,
+  // restores the thread's context; errors name `direction` and the addresses.
+  absl::Status Copy(const char* direction, void* dst, const void* src, size_t bytes,
+                    CUstream stream, absl::FunctionRef<absl::Status()> enqueue);
 
   // Destroyed in reverse: pins and streams go while the context is still retained.
   Context context_;

@@ -4,18 +4,14 @@
 // the slots cannot be pinned. LABEL gpu; skips without a GPU.
 //
 // The ranks are forked processes (RunRanks), each with its own CUDA context on GPU 0 and its own
-// UcxTransport, joined by a TCP bootstrap hub that rank 0 runs (see AddressPipe for why not the
+// UcxTransport, joined by a TCP bootstrap hub that rank 0 runs (see runtime/ucx/forked_bootstrap.h for why not the
 // test process). The test process itself never touches CUDA, so the other GPU tests in this
 // binary can still fork ranks after this one.
 #include "runtime/cuda/staged_copies.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -32,9 +28,9 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/base/scoped_fd.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/ucx/forked_bootstrap.h"
 #include "runtime/ucx/staged_channel.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
@@ -112,58 +108,6 @@ absl::Status OnFreshThread(const DriverApi& api, const std::function<absl::Statu
   return status;
 }
 
-// Carries the bootstrap hub's address from rank 0 to rank 1; made before the fork.
-//
-// Why the hub is not in the test process, as in the UCX tests: those fork *and exec* their ranks,
-// these only fork. Forking while another thread of the parent (the hub's, just started) is inside
-// an mmap that UCX's libucm intercepts leaves libucm's event lock (a pthread rwlock) read-held in
-// the child, and the child's ucp_init then waits for it forever (UcxTransport::Create hung in
-// about 1 in 3 fresh processes here). So the test process stays single-threaded when it forks.
-struct AddressPipe {
-  static absl::StatusOr<AddressPipe> Create() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
-    }
-    AddressPipe p;
-    p.read_end.Reset(fds[0]);
-    p.write_end.Reset(fds[1]);
-    return p;
-  }
-  ScopedFd read_end, write_end;
-};
-
-// Rank 0 starts the hub (kept in `hub` for the rank's life) and publishes its address; rank 1
-// waits for it. Then both connect.
-absl::StatusOr<std::unique_ptr<ucx::TcpBootstrap>> JoinBootstrap(
-    int rank, const AddressPipe& pipe, std::unique_ptr<ucx::TcpBootstrapHub>& hub) {
-  const absl::Time deadline = absl::Now() + kSetupTimeout;
-  std::string address;
-  if (rank == 0) {
-    ASSIGN_OR_RETURN(hub, ucx::TcpBootstrapHub::Start(2));
-    address = hub->address();
-    const std::string line = address + "\n";
-    if (::write(pipe.write_end.get(), line.data(), line.size()) !=
-        static_cast<ssize_t>(line.size())) {
-      return absl::InternalError(absl::StrCat("publishing the hub address: ",
-                                              std::strerror(errno)));
-    }
-  } else {
-    while (address.empty() || address.back() != '\n') {
-      pollfd p{pipe.read_end.get(), POLLIN, 0};
-      const int ms = static_cast<int>(
-          std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-      char c;
-      if (::poll(&p, 1, ms) != 1 || ::read(pipe.read_end.get(), &c, 1) != 1) {
-        return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
-      }
-      address.push_back(c);
-    }
-    address.pop_back();
-  }
-  return ucx::TcpBootstrap::Connect(address, rank, 2, deadline);
-}
-
 absl::Status FillDevice(const DriverApi& api, CUdeviceptr device,
                         const std::vector<uint8_t>& host) {
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(device, host.data(), host.size()));
@@ -175,7 +119,7 @@ absl::Status FillDevice(const DriverApi& api, CUdeviceptr device,
 }
 
 // Rank 0 sends, rank 1 receives, kRounds times the chunks of ChunkSizes().
-absl::Status StagedRank(int rank, const AddressPipe& pipe, const Param& p) {
+absl::Status StagedRank(int rank, const ucx::ForkedBootstrap& forked, const Param& p) {
   const bool sender = rank == 0;
   const std::vector<size_t> sizes = ChunkSizes();
   std::vector<size_t> offsets(sizes.size());
@@ -212,7 +156,8 @@ absl::Status StagedRank(int rank, const AddressPipe& pipe, const Param& p) {
     }
   }
   std::unique_ptr<ucx::TcpBootstrapHub> hub;  // rank 0 only; outlives the bootstrap
-  ASSIGN_OR_RETURN(std::unique_ptr<ucx::TcpBootstrap> bootstrap, JoinBootstrap(rank, pipe, hub));
+  ASSIGN_OR_RETURN(std::unique_ptr<ucx::TcpBootstrap> bootstrap,
+                   forked.Join(rank, 2, absl::Now() + kSetupTimeout, hub));
   RETURN_IF_ERROR(transport->Connect(*bootstrap, absl::Now() + kSetupTimeout));
 
   std::vector<ucx::StagedChunk> chunks;
@@ -281,11 +226,11 @@ class StagedUcxGpuTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(StagedUcxGpuTest, DeviceChunksArriveIntactAndInOrder) {
   SYNCOPATE_REQUIRE_GPU();
-  absl::StatusOr<AddressPipe> pipe = AddressPipe::Create();
-  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
+  ASSERT_TRUE(forked.ok()) << forked.status();
   const Param p = GetParam();
   std::vector<absl::Status> results =
-      RunRanks(2, absl::Seconds(180), [&](int r) { return StagedRank(r, *pipe, p); });
+      RunRanks(2, absl::Seconds(180), [&](int r) { return StagedRank(r, *forked, p); });
   for (size_t r = 0; r < results.size(); ++r) {
     EXPECT_TRUE(results[r].ok()) << (r == 0 ? "sender" : "receiver") << " (rank " << r
                                  << "): " << results[r];

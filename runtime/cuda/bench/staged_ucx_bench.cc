@@ -8,16 +8,12 @@
 //
 // The ranks are forked (syncopate::testing::RunRanks) from a single-threaded parent: rank 0 runs
 // the bootstrap hub and passes its address to rank 1 through a pipe (a hub thread in the parent
-// at fork time can leave libucm's lock held in the children; see staged_ucx_gpu_test.cc).
+// at fork time can leave libucm's lock held in the children; runtime/ucx/forked_bootstrap.h).
 //
 // Usage: staged_ucx_bench [--tls tcp,shm] [--chunks 262144,1048576,4194304] [--total_mib 256]
 //                         [--slots 4] [--reps 5]
-#include <fcntl.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -28,10 +24,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "runtime/base/scoped_fd.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/staged_copies.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/ucx/forked_bootstrap.h"
 #include "runtime/ucx/staged_channel.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
@@ -55,45 +51,12 @@ struct Row {
   size_t chunk;
 };
 
-// Rank 0 -> rank 1 pipe for the hub address, made before the fork.
-struct AddressPipe {
-  ScopedFd read_end, write_end;
-};
-
-absl::StatusOr<std::unique_ptr<ucx::TcpBootstrap>> JoinBootstrap(
-    int rank, const AddressPipe& pipe, std::unique_ptr<ucx::TcpBootstrapHub>& hub) {
-  const absl::Time deadline = absl::Now() + kSetupTimeout;
-  std::string address;
-  if (rank == 0) {
-    ASSIGN_OR_RETURN(hub, ucx::TcpBootstrapHub::Start(2));
-    address = hub->address();
-    const std::string line = address + "\n";
-    if (::write(pipe.write_end.get(), line.data(), line.size()) !=
-        static_cast<ssize_t>(line.size())) {
-      return absl::InternalError(absl::StrCat("publishing the hub address: ",
-                                              std::strerror(errno)));
-    }
-  } else {
-    while (address.empty() || address.back() != '\n') {
-      pollfd p{pipe.read_end.get(), POLLIN, 0};
-      const int ms = static_cast<int>(
-          std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-      char c;
-      if (::poll(&p, 1, ms) != 1 || ::read(pipe.read_end.get(), &c, 1) != 1) {
-        return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
-      }
-      address.push_back(c);
-    }
-    address.pop_back();
-  }
-  return ucx::TcpBootstrap::Connect(address, rank, 2, deadline);
-}
-
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 2654435761u) >> 13); }
 
 // One row: rank 0 sends `total` bytes as chunks of `row.chunk`, `reps` timed rounds after one
 // warm-up; rank 1 prints the row.
-absl::Status BenchRank(int rank, const AddressPipe& pipe, const Config& cfg, const Row& row) {
+absl::Status BenchRank(int rank, const ucx::ForkedBootstrap& forked, const Config& cfg,
+                       const Row& row) {
   const bool sender = rank == 0;
   const size_t n = std::max<size_t>(1, cfg.total / row.chunk);
   const size_t bytes = n * row.chunk;
@@ -118,7 +81,8 @@ absl::Status BenchRank(int rank, const AddressPipe& pipe, const Config& cfg, con
     if (!pinned.ok()) pin_note = "pin FAILED, pageable";
   }
   std::unique_ptr<ucx::TcpBootstrapHub> hub;
-  ASSIGN_OR_RETURN(std::unique_ptr<ucx::TcpBootstrap> bootstrap, JoinBootstrap(rank, pipe, hub));
+  ASSIGN_OR_RETURN(std::unique_ptr<ucx::TcpBootstrap> bootstrap,
+                   forked.Join(rank, 2, absl::Now() + kSetupTimeout, hub));
   RETURN_IF_ERROR(transport->Connect(*bootstrap, absl::Now() + kSetupTimeout));
 
   std::vector<uint8_t> host(bytes);
@@ -227,12 +191,11 @@ int Main(int argc, char** argv) {
   for (const std::string& tls : cfg->tls) {
     for (bool pin : {true, false}) {
       for (size_t chunk : cfg->chunks) {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) return 1;
-        AddressPipe pipe{ScopedFd(fds[0]), ScopedFd(fds[1])};
+        absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
+        if (!forked.ok()) return 1;
         const Row row{tls, pin, chunk};
         std::vector<absl::Status> s = testing::RunRanks(
-            2, absl::Seconds(300), [&](int r) { return BenchRank(r, pipe, *cfg, row); });
+            2, absl::Seconds(300), [&](int r) { return BenchRank(r, *forked, *cfg, row); });
         for (size_t r = 0; r < s.size(); ++r) {
           if (s[r].ok()) continue;
           ++failures;
