@@ -39,7 +39,7 @@ struct DaemonConfig {
   int max_world_size = 4096;
   int max_groups = 1024;
   int compile_threads = 4;
-  std::string cuda_include_dir;       // CUDA headers for NVRTC; default: the build's toolkit
+  std::string cuda_include_dir;       // CUDA headers for NVRTC; "": jit::CudaIncludeDir()
   std::string log_level = "info";     // trace, debug, info, warn, error
 };
 

@@ -60,11 +60,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   compile_options.compile_threads = config.compile_threads;
   compile_options.cuda_include_dir = config.cuda_include_dir;
   compile_options.plans = &env->plans();
-#ifdef SYNCOPATE_DEFAULT_CUDA_INCLUDE
-  if (compile_options.cuda_include_dir.empty()) {
-    compile_options.cuda_include_dir = SYNCOPATE_DEFAULT_CUDA_INCLUDE;
-  }
-#endif
   absl::StatusOr<std::unique_ptr<CompileBackend>> backend = CompileBackend::Create(compile_options);
   absl::Status backend_status = backend.status();
   if (!backend.ok()) {

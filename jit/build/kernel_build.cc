@@ -1,6 +1,8 @@
 #include "jit/build/kernel_build.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,13 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// The path with symlinks resolved, or as given where it does not exist (NVRTC then reports it).
+std::string CanonicalPath(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
+  return error ? path : canonical.string();
+}
+
 }  // namespace
 
 std::string CudaIncludeDir() {
@@ -25,7 +34,11 @@ std::string CudaIncludeDir() {
   if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
     return absl::StrCat(home, "/include");
   }
+#ifdef SYNCOPATE_BUILD_CUDA_INCLUDE
+  return SYNCOPATE_BUILD_CUDA_INCLUDE;
+#else
   return "/usr/local/cuda/include";
+#endif
 }
 
 nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
@@ -54,8 +67,9 @@ cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::str
   parts.options = nvrtc_options.extra_options;
   // Toolkit headers (cuda_bf16.h) come from these directories; their content follows the NVRTC
   // version, which is already a key part, so the paths stand in for them.
+  // Canonical, so /usr/local/cuda/include and the versioned directory it links to are one key.
   for (const std::string& dir : nvrtc_options.include_paths) {
-    parts.options.push_back(absl::StrCat("--include-path=", dir));
+    parts.options.push_back(absl::StrCat("--include-path=", CanonicalPath(dir)));
   }
   parts.arch = options.arch;
   parts.plan_hash = std::string(plan_hash);

@@ -42,7 +42,8 @@ struct BuiltKernel {
 };
 
 // Directory holding cuda_bf16.h etc. for NVRTC: $SYNCOPATE_CUDA_INCLUDE, else
-// $CUDA_HOME/include, else /usr/local/cuda/include.
+// $CUDA_HOME/include, else the toolkit this build was configured with. Cache keys name it with
+// symlinks resolved, so two spellings of one toolkit give one key.
 std::string CudaIncludeDir();
 
 // What NVRTC is given for `generated` under `options`, and the cache key parts of that compile
