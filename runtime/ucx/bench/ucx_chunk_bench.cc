@@ -6,12 +6,16 @@
 // Two processes: this one (rank 0, the driver) and itself re-executed as rank 1 (--role=target),
 // joined through an in-process TCP bootstrap hub. Prints one table with ratios.
 //
-// Usage: ucx_chunk_bench [--quick] [--perftest=/usr/bin/ucx_perftest]
+// Usage: ucx_chunk_bench [--quick] [--trials=N] [--perftest=/usr/bin/ucx_perftest]
+// Both sides are measured in N interleaved trials (default 5; 1 with --quick) and compared by
+// medians: on a shared machine one perftest run moved 2-7x between runs, so single runs could not
+// settle a 90% goal.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -269,7 +273,70 @@ std::string Size(size_t s) {
   return absl::StrCat(s);
 }
 
-int Driver(const char* self, bool quick, const std::string& perftest) {
+// One trial's figures for one transport: perftest's and ours (flush and fence ordering), taken
+// back to back so that each pair of figures saw the same machine load.
+struct Trial {
+  std::map<size_t, PerfResult> bw_ref, lat_ref;
+  std::map<bool, Result> ours;  // by fence
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Our rank 0 here, rank 1 as a re-executed child: two processes, as perftest has.
+absl::StatusOr<Result> RunOurs(const char* self, const Config& cfg) {
+  ASSIGN_OR_RETURN(auto hub, TcpBootstrapHub::Start(2));
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string h = "--hub=" + hub->address(), t = "--tls=" + cfg.tls;
+    execl(self, self, "--role=target", h.c_str(), t.c_str(), cfg.fence ? "--fence" : "--flush",
+          cfg.quick ? "--quick" : "--full", nullptr);
+    _exit(127);
+  }
+  absl::StatusOr<Result> res = RunRank(0, hub->address(), cfg);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return res;
+}
+
+// Prints one table: medians over trials of ours and perftest's, the ratio of the medians, and the
+// spread of the per-trial ratios (each from figures taken back to back).
+void PrintTable(const std::vector<Trial>& trials, bool fence, bool bandwidth) {
+  std::printf("%-6s %12s %14s %8s %16s\n", "size", bandwidth ? "chunk MB/s" : "chunk us",
+              bandwidth ? "perftest MB/s" : "perftest us", "ratio", "trial ratios");
+  std::map<size_t, std::vector<double>> ours, ref, ratios;
+  for (const Trial& t : trials) {
+    auto it = t.ours.find(fence);
+    if (it == t.ours.end()) continue;
+    const std::map<size_t, double>& mine = bandwidth ? it->second.bw_mbps : it->second.lat_us;
+    const std::map<size_t, PerfResult>& theirs = bandwidth ? t.bw_ref : t.lat_ref;
+    for (const auto& [size, value] : mine) {
+      ours[size].push_back(value);
+      auto r = theirs.find(size);
+      if (r == theirs.end()) continue;
+      // perftest reports MiB/s; ours are MB/s.
+      const double reference = bandwidth ? r->second.bw_mib * 1.048576 : r->second.lat_us;
+      ref[size].push_back(reference);
+      if (reference > 0) ratios[size].push_back(value / reference);
+    }
+  }
+  for (const auto& [size, values] : ours) {
+    const double mine = Median(values), theirs = Median(ref[size]);
+    const std::vector<double>& rs = ratios[size];
+    const std::string spread =
+        rs.empty() ? "-"
+                   : absl::StrFormat("%.2f-%.2f", *std::min_element(rs.begin(), rs.end()),
+                                     *std::max_element(rs.begin(), rs.end()));
+    std::printf("%-6s %12.*f %14.*f %8.2f %16s\n", Size(size).c_str(), bandwidth ? 1 : 2, mine,
+                bandwidth ? 1 : 2, theirs, theirs > 0 ? mine / theirs : 0.0, spread.c_str());
+  }
+}
+
+int Driver(const char* self, bool quick, int trials, const std::string& perftest) {
   char load[128] = {};
   if (FILE* f = fopen("/proc/loadavg", "r")) {
     if (fgets(load, sizeof load, f) == nullptr) load[0] = 0;
@@ -280,53 +347,41 @@ int Driver(const char* self, bool quick, const std::string& perftest) {
   std::printf("# chunk = PutWithSignal (data put, then flush|fence, then 8-byte signal put); "
               "window %d for bandwidth\n", kWindow);
   std::printf("# perftest = ucx_perftest ucp_put_bw (overall MB/s) / ucp_put_lat (avg usec)\n");
+  std::printf("# %d trials; each runs perftest, then ours (flush, fence) back to back; figures are "
+              "medians over trials, ratio = median ours / median perftest, trial ratios = min-max "
+              "of the per-trial ratios\n", trials);
   int port = 20000 + getpid() % 20000;
   for (std::string tls : {"tcp", "shm"}) {
-    std::map<size_t, PerfResult> bw_ref, lat_ref;
-    for (size_t s : BwSizes(quick)) {
-      if (auto r = RunPerftest(perftest, tls, "ucp_put_bw", s, BwIters(s, quick), port++)) {
-        bw_ref[s] = *r;
+    std::vector<Trial> runs;
+    for (int trial = 0; trial < trials; ++trial) {
+      Trial t;
+      for (size_t s : BwSizes(quick)) {
+        if (auto r = RunPerftest(perftest, tls, "ucp_put_bw", s, BwIters(s, quick), port++)) {
+          t.bw_ref[s] = *r;
+        }
       }
-    }
-    for (size_t s : LatSizes()) {
-      if (auto r = RunPerftest(perftest, tls, "ucp_put_lat", s, LatIters(s), port++)) {
-        lat_ref[s] = *r;
+      for (size_t s : LatSizes()) {
+        if (auto r = RunPerftest(perftest, tls, "ucp_put_lat", s, LatIters(s), port++)) {
+          t.lat_ref[s] = *r;
+        }
       }
+      for (bool fence : {false, true}) {
+        absl::StatusOr<Result> res = RunOurs(self, Config{tls, fence, quick});
+        if (!res.ok()) {
+          std::printf("%s %s trial %d: %s\n", tls.c_str(), fence ? "fence" : "flush", trial,
+                      res.status().ToString().c_str());
+          continue;
+        }
+        t.ours[fence] = *std::move(res);
+      }
+      runs.push_back(std::move(t));
     }
     for (bool fence : {false, true}) {
-      Config cfg{tls, fence, quick};
-      auto hub = TcpBootstrapHub::Start(2);
-      if (!hub.ok()) return 1;
-      pid_t pid = fork();
-      if (pid == 0) {
-        std::string h = "--hub=" + (*hub)->address(), t = "--tls=" + tls;
-        execl(self, self, "--role=target", h.c_str(), t.c_str(), fence ? "--fence" : "--flush",
-              quick ? "--quick" : "--full", nullptr);
-        _exit(127);
-      }
-      absl::StatusOr<Result> res = RunRank(0, (*hub)->address(), cfg);
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!res.ok()) {
-        std::printf("%s %s: %s\n", tls.c_str(), fence ? "fence" : "flush",
-                    res.status().ToString().c_str());
-        continue;
-      }
       std::printf("\n## UCX_TLS=%s, signal ordering %s%s\n", tls.c_str(),
                   fence ? "fence" : "flush",
                   tls == "shm" ? " (error handling NONE: 1.13 shm lacks PEER support)" : "");
-      std::printf("%-6s %12s %14s %8s\n", "size", "chunk MB/s", "perftest MB/s", "ratio");
-      for (auto& [s, mbps] : res->bw_mbps) {
-        double ref = bw_ref.count(s) ? bw_ref[s].bw_mib * 1.048576 : 0;  // MiB/s -> MB/s
-        std::printf("%-6s %12.1f %14.1f %8.2f\n", Size(s).c_str(), mbps, ref,
-                    ref > 0 ? mbps / ref : 0.0);
-      }
-      std::printf("%-6s %12s %14s %8s\n", "size", "chunk us", "perftest us", "ratio");
-      for (auto& [s, us] : res->lat_us) {
-        double ref = lat_ref.count(s) ? lat_ref[s].lat_us : 0;
-        std::printf("%-6s %12.2f %14.2f %8.2f\n", Size(s).c_str(), us, ref,
-                    ref > 0 ? us / ref : 0.0);
-      }
+      PrintTable(runs, fence, /*bandwidth=*/true);
+      PrintTable(runs, fence, /*bandwidth=*/false);
     }
     Config cfg{tls, false, quick};
     const size_t chunk = size_t{1} << 20;
@@ -362,7 +417,12 @@ int Main(int argc, char** argv) {
     return r.ok() ? 0 : 1;
   }
   std::string perftest = kv.count("--perftest") ? kv["--perftest"] : "ucx_perftest";
-  return Driver("/proc/self/exe", quick, perftest);
+  int trials = quick ? 1 : 5;
+  if (kv.count("--trials") && (!absl::SimpleAtoi(kv["--trials"], &trials) || trials < 1)) {
+    std::fprintf(stderr, "--trials wants a positive integer, got '%s'\n", kv["--trials"].c_str());
+    return 2;
+  }
+  return Driver("/proc/self/exe", quick, trials, perftest);
 }
 
 }  // namespace
