@@ -85,7 +85,24 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
       cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
   built.cache_key = key.hex();
   const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
-  auto compile = [&]() { return nvrtc::Compile(generated.source, nvrtc_options); };
+  auto compile = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    if (options.fetch) {
+      absl::StatusOr<FetchedKernel> fetched =
+          options.fetch(FetchQuery{built.cache_key, std::string(plan_hash), options.arch});
+      if (!fetched.ok()) {
+        built.fetch_error = fetched.status().ToString();
+      } else if (fetched->cache_key != built.cache_key) {
+        built.fetch_error = absl::StrCat("the fetched binary is for key ", fetched->cache_key,
+                                         ", this build's key is ", built.cache_key);
+      } else if (fetched->kernel.binary.empty()) {
+        built.fetch_error = "the fetched binary is empty";
+      } else {
+        built.fetched = true;
+        return std::move(fetched->kernel);
+      }
+    }
+    return nvrtc::Compile(generated.source, nvrtc_options);
+  };
   if (options.cache != nullptr) {
     ASSIGN_OR_RETURN(cache::KernelCache::Result result, options.cache->GetOrCompile(key, compile));
     built.compiled = std::move(result.kernel);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,22 @@
 
 namespace syncopate::jit {
 
+// A kernel's cubin from somewhere other than this process's NVRTC: the node's daemon, which
+// compiles once for every rank on the node (client/kernel_fetch.h). Asked on a cache miss, before
+// NVRTC; its answer is used only if it names the cache key this build derived, which covers
+// source, headers, NVRTC version, options, arch and plan, so a binary for anything else is never
+// loaded. Any error, or another key, and NVRTC compiles here as if there were no fetcher.
+struct FetchQuery {
+  std::string cache_key;  // hex: what the binary must be for
+  std::string plan_hash;  // "" for the local (identity-schedule) variant
+  std::string arch;
+};
+struct FetchedKernel {
+  std::string cache_key;  // what the source says the binary is for
+  nvrtc::CompiledKernel kernel;
+};
+using KernelFetcher = std::function<absl::StatusOr<FetchedKernel>(const FetchQuery&)>;
+
 struct BuildOptions {
   std::string arch = "sm_90";  // exact target; see nvrtc::CompileOptions for PTX fallback
   std::vector<std::string> extra_options = {"-std=c++17"};
@@ -31,6 +48,7 @@ struct BuildOptions {
   // (the generated code is built against exactly those).
   std::map<std::string, std::string> extra_headers;
   std::string cuda_include_dir;  // "": CudaIncludeDir()
+  KernelFetcher fetch;           // empty: NVRTC compiles every miss
 };
 
 struct BuiltKernel {
@@ -38,6 +56,8 @@ struct BuiltKernel {
   std::shared_ptr<const nvrtc::CompiledKernel> compiled;
   std::string cache_key;  // hex; also computed when no cache is used
   cache::KernelCache::Source source = cache::KernelCache::Source::kCompiled;
+  bool fetched = false;     // the binary came from BuildOptions::fetch, not from NVRTC here
+  std::string fetch_error;  // why the fetcher's answer was not used ("" when it was, or unasked)
   double elapsed_ms = 0;  // generation + cache lookup / compile, as seen by this call
 };
 

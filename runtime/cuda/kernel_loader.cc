@@ -9,16 +9,20 @@ namespace syncopate::cuda {
 
 absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
                                              const jit::GeneratedKernel& gen,
-                                             const std::string& plan_hash) {
+                                             const std::string& plan_hash,
+                                             const jit::KernelFetcher& fetch) {
   const DriverApi& api = ctx.api();
   // The shared build path (same cache keys as the CLI and the daemon), for this GPU's arch.
   jit::BuildOptions options;
   options.arch = ArchFor(ctx.compute_capability());
   options.cache = cache;
+  options.fetch = fetch;
   ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildGeneratedKernel(gen, plan_hash, options));
   const std::shared_ptr<const nvrtc::CompiledKernel>& compiled = built.compiled;
   LoadedKernel v;
   v.compile_ms = compiled->compile_ms;
+  v.fetched = built.fetched;
+  v.fetch_error = built.fetch_error;
   RETURN_IF_ERROR(ctx.MakeCurrent());
   ASSIGN_OR_RETURN(v.module, Module::LoadCompiled(api, *compiled));
   ASSIGN_OR_RETURN(v.function, v.module.Function(gen.entry_symbol));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/codegen.h"
 #include "runtime/cuda/handles.h"
@@ -18,11 +19,15 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   int ctas_per_sm = 0;  // resident CTAs per SM at the kernel's block size and shared memory
   double compile_ms = 0;
+  bool fetched = false;     // the binary came from `fetch` (the daemon), not NVRTC here
+  std::string fetch_error;  // why a fetcher's answer was not used
 };
 
-// `cache` may be null (compile every time). ResourceExhausted when no CTA fits on an SM.
+// `cache` may be null (compile every time); `fetch` may be empty (NVRTC compiles every miss; see
+// jit::KernelFetcher). ResourceExhausted when no CTA fits on an SM.
 absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
                                             const jit::GeneratedKernel& gen,
-                                            const std::string& plan_hash);
+                                            const std::string& plan_hash,
+                                            const jit::KernelFetcher& fetch = {});
 
 }  // namespace syncopate::cuda

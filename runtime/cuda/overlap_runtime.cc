@@ -92,7 +92,8 @@ absl::StatusOr<SymmetricBuffer*> OverlapRuntime::AllocateSymmetric(const std::st
 }
 
 absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
-    const plan::Plan& plan, const jit::KernelSpec& spec, std::string_view kernel_source) {
+    const plan::Plan& plan, const jit::KernelSpec& spec, std::string_view kernel_source,
+    jit::KernelFetcher fetch) {
   if (plan.world_size != world_size()) {
     return absl::InvalidArgumentError(absl::StrCat("plan '", plan.name, "' is for world size ",
                                                    plan.world_size, ", the group has ",
@@ -101,6 +102,7 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   auto k = std::make_unique<FusedKernel>();
   k->plan_ = plan;
   k->spec_ = spec;
+  k->fetch_ = std::move(fetch);
   ASSIGN_OR_RETURN(k->fused_, jit::GenerateFusedKernel(plan, spec, kernel_source));
   ASSIGN_OR_RETURN(k->local_, jit::GenerateLocalKernel(spec, kernel_source));
   const jit::LaunchMetadata& md = k->fused_.metadata;
@@ -111,11 +113,14 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
         kChunkCapacity));
   }
   const std::string hash = plan::PlanHash(plan);
-  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(group_->context(), cache_, k->fused_, hash));
+  ASSIGN_OR_RETURN(LoadedKernel fused,
+                   CompileAndLoad(group_->context(), cache_, k->fused_, hash, k->fetch_));
   k->fused_module_ = std::move(fused.module);
   k->fused_fn_ = fused.function;
   k->fused_ctas_per_sm_ = fused.ctas_per_sm;
   k->compile_ms_ = fused.compile_ms;
+  k->fetched_ = fused.fetched;
+  k->fetch_error_ = fused.fetch_error;
   return k;
 }
 
@@ -278,7 +283,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
   if (k.local_fn_ == nullptr) {
-    ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(group_->context(), cache_, k.local_, ""));
+    ASSIGN_OR_RETURN(LoadedKernel local,
+                     CompileAndLoad(group_->context(), cache_, k.local_, "", k.fetch_));
     k.local_module_ = std::move(local.module);
     k.local_fn_ = local.function;
     k.local_ctas_per_sm_ = local.ctas_per_sm;

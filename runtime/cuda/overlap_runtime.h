@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/kernel_spec.h"
@@ -54,6 +55,10 @@ class FusedKernel {
   const jit::KernelSpec& spec() const { return spec_; }
   const std::string& fused_source() const { return fused_.source; }
   double compile_ms() const { return compile_ms_; }  // NVRTC time of the fused variant
+  // Whether the fused variant's binary came from the fetcher given to Compile (the daemon), and
+  // if a fetcher was given but not used, why.
+  bool fetched() const { return fetched_; }
+  const std::string& fetch_error() const { return fetch_error_; }
 
  private:
   friend class OverlapRuntime;
@@ -69,6 +74,9 @@ class FusedKernel {
   mutable CUfunction local_fn_ = nullptr;
   mutable int local_ctas_per_sm_ = 0;
   double compile_ms_ = 0;
+  jit::KernelFetcher fetch_;  // also serves the local variant, compiled later
+  bool fetched_ = false;
+  std::string fetch_error_;
 };
 
 // A kernel with memory bound to every operand slot; holds the peer-operand table and the
@@ -106,9 +114,12 @@ class OverlapRuntime {
   // ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused and local
   // variants of `kernel_source` for `plan`. Not collective, but every rank must compile the same.
   // Which GEMM kernel suits the GPU: SelectGemm (runtime/cuda/gemm_kernels.h).
+  // `fetch`: where binaries may come from before NVRTC runs here, e.g. the node's daemon
+  // (client/kernel_fetch.h), used only for the exact cache key this build derives.
   absl::StatusOr<std::unique_ptr<FusedKernel>> Compile(const plan::Plan& plan,
                                                        const jit::KernelSpec& spec,
-                                                       std::string_view kernel_source);
+                                                       std::string_view kernel_source,
+                                                       jit::KernelFetcher fetch = {});
 
   // Binds every operand slot of the kernel (metadata().operands, by slot name) to this rank's
   // memory. Slots that peers access (consumed / produced / plan-only) must be symmetric buffers

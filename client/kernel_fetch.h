@@ -1,0 +1,24 @@
+// The node's daemon as the source of a kernel's cubin for the runtime (jit::KernelFetcher):
+// eight ranks on a node then share the daemon's one NVRTC compile and its cache instead of each
+// compiling, and a rank loads exactly the binary the daemon built for the agreed plan. The
+// runtime still generates the kernel itself (its launch metadata never crosses the wire) and uses
+// the daemon's binary only when the daemon's cache key equals its own; otherwise it compiles.
+//
+//   CompileRequest base;  // as for Client::Compile: kernel source, spec, plan or plan_hash
+//   jit::BuildOptions build;
+//   build.fetch = DaemonKernelFetcher(client, base);
+//   // or: runtime->Compile(plan, spec, source, DaemonKernelFetcher(client, base))
+//
+// Each query sets the arch the runtime builds for (sm_90a on Hopper), and a query without plan
+// hash asks for the local (identity-schedule) variant: the same request without a plan.
+// Thread-safety: as Client (safe); the fetcher copies `base`.
+#pragma once
+
+#include "jit/build/kernel_build.h"
+#include "syncopate/client.h"
+
+namespace syncopate {
+
+jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base);
+
+}  // namespace syncopate

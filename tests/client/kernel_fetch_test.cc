@@ -1,0 +1,141 @@
+// The daemon as the runtime's cubin source: a build with DaemonKernelFetcher loads the binary the
+// (embedded, real) daemon compiled, for the fused and the local variant and for the arch asked;
+// a binary for another key, or a daemon error, leaves the build to NVRTC here with the reason
+// recorded; a fetched binary fills the local cache like a compiled one.
+#include "client/kernel_fetch.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "jit/build/kernel_build.h"
+#include "runtime/plan/templates.h"
+#include "runtime/plan_io/plan_proto.h"
+#include "syncopate/client.h"
+#include "tests/server/test_kernels.h"
+
+namespace syncopate {
+namespace {
+
+using ::testing::HasSubstr;
+
+class KernelFetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto client = Client::Embedded();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_.emplace(*client);
+    plan::TemplateParams params;
+    params.world_size = 4;
+    params.shape = {64, 32};
+    params.dtype = plan::DType::kBF16;
+    auto built = plan::BuildTemplate("allgather.ring", params);
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    plan_ = *built;
+    auto spec = jit::ParseKernelSpec(testing::kTestKernelSpec);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    spec_ = *spec;
+    base_.kernel.source = testing::kTestKernelSource;
+    base_.kernel.spec = testing::kTestKernelSpec;
+    ASSERT_TRUE(plan_io::ToProto(plan_).SerializeToString(&base_.plan));
+  }
+
+  jit::BuildOptions WithFetcher(const CompileRequest& base, const std::string& arch = "sm_90") {
+    jit::BuildOptions build;
+    build.arch = arch;
+    build.fetch = DaemonKernelFetcher(*client_, base);
+    return build;
+  }
+
+  std::optional<Client> client_;
+  plan::Plan plan_;
+  jit::KernelSpec spec_;
+  CompileRequest base_;
+};
+
+TEST_F(KernelFetchTest, FusedKernelIsTheDaemonsBinary) {
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(base_));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_TRUE(built->fetched) << built->fetch_error;
+  EXPECT_EQ(built->fetch_error, "");
+  auto daemon = client_->Compile(base_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  EXPECT_TRUE(daemon->cache_hit);  // the fetch compiled it there, once
+  EXPECT_EQ(built->cache_key, daemon->cache_key);
+  EXPECT_EQ(built->compiled->binary, daemon->binary);
+  EXPECT_EQ(built->compiled->target, "sm_90");
+}
+
+// The runtime builds for sm_90a on Hopper (wgmma); the daemon must compile for that arch.
+TEST_F(KernelFetchTest, TheArchOfTheBuildIsTheArchAsked) {
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource,
+                                     WithFetcher(base_, "sm_90a"));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_TRUE(built->fetched) << built->fetch_error;
+  EXPECT_EQ(built->compiled->target, "sm_90a");
+}
+
+TEST_F(KernelFetchTest, LocalVariantIsFetchedWithoutThePlan) {
+  auto built = jit::BuildLocalKernel(spec_, testing::kTestKernelSource, WithFetcher(base_));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_TRUE(built->fetched) << built->fetch_error;
+  CompileRequest local = base_;
+  local.plan.clear();
+  auto daemon = client_->Compile(local);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  EXPECT_EQ(built->cache_key, daemon->cache_key);
+}
+
+// A fetcher set up for another kernel (here: one more comment line) answers with that kernel's
+// binary; its key is not this build's, so it is not loaded and NVRTC compiles here.
+TEST_F(KernelFetchTest, AnotherKernelsBinaryIsNeverUsed) {
+  CompileRequest other = base_;
+  other.kernel.source += "\n// another kernel\n";
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(other));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_FALSE(built->fetched);
+  EXPECT_THAT(built->fetch_error, HasSubstr("the fetched binary is for key"));
+  EXPECT_THAT(built->fetch_error, HasSubstr(built->cache_key));
+  EXPECT_FALSE(built->compiled->binary.empty());
+}
+
+TEST_F(KernelFetchTest, DaemonErrorsLeaveTheBuildToNvrtc) {
+  CompileRequest broken = base_;
+  broken.kernel.spec = "this is not a kernel spec";
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(broken));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_FALSE(built->fetched);
+  EXPECT_THAT(built->fetch_error, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(built->fetch_error, HasSubstr("daemon compile"));
+  EXPECT_FALSE(built->compiled->binary.empty());
+}
+
+TEST_F(KernelFetchTest, FetchedBinaryFillsTheLocalCache) {
+  cache::KernelCache::Options options;
+  options.memory_only = true;
+  auto cache = cache::KernelCache::Open(options);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  std::atomic<int> fetches{0};
+  jit::BuildOptions build = WithFetcher(base_);
+  build.cache = cache->get();
+  build.fetch = [inner = build.fetch, &fetches](const jit::FetchQuery& query) {
+    ++fetches;
+    return inner(query);
+  };
+  auto first = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->fetched) << first->fetch_error;
+  auto second = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->source, cache::KernelCache::Source::kMemory);
+  EXPECT_FALSE(second->fetched);  // served from the cache: neither fetched nor compiled
+  EXPECT_EQ(fetches.load(), 1);
+  EXPECT_EQ((*cache)->Stats().compiles, 1u);  // the cache counts the fetch as its one fill
+  EXPECT_EQ(second->compiled->binary, first->compiled->binary);
+}
+
+}  // namespace
+}  // namespace syncopate
