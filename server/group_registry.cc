@@ -356,7 +356,11 @@ GroupRegistry::WaiterId GroupRegistry::Exchange(const std::string& group_id, int
   return id;
 }
 
-void GroupRegistry::Expire(WaiterId id) {
+void GroupRegistry::FailWaiterGroup(
+    WaiterId id, WaiterId cancelled_waiter, const std::string& cancelled_why,
+    absl::FunctionRef<absl::Status(const Location&, const PendingGroup&)> pending_status,
+    absl::FunctionRef<absl::Status(const Location&, const FormedGroup&, const std::string&)>
+        round_status) {
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
@@ -366,71 +370,63 @@ void GroupRegistry::Expire(WaiterId id) {
     if (loc.is_join) {
       auto it = pending_.find(loc.key);
       if (it == pending_.end()) return;
-      std::vector<int> missing;
-      for (int r = 0; r < it->second.world_size; ++r) {
-        if (!it->second.joined.contains(r)) missing.push_back(r);
-      }
-      FailPending(loc.key,
-                  absl::DeadlineExceededError(absl::StrCat(
-                      "group for job '", loc.key, "' did not form by rank ", loc.rank,
-                      "'s deadline: missing ranks ", FormatRanks(missing), " of world size ",
-                      it->second.world_size, " (", it->second.joined.size(), " joined)")),
-                  0, "", deferred);
+      FailPending(loc.key, pending_status(loc, it->second), cancelled_waiter, cancelled_why,
+                  deferred);
     } else {
       auto it = formed_.find(loc.key);
       if (it == formed_.end()) return;
-      std::vector<int> missing;
-      auto& rounds = loc.is_exchange ? it->second.exchanges : it->second.rounds;
-      auto round = rounds.find(loc.round);
-      for (int r = 0; r < it->second.info.world_size; ++r) {
-        if (round == rounds.end() || !round->second.proposals.contains(r)) {
-          missing.push_back(r);
-        }
-      }
       const std::string what = loc.is_exchange
                                    ? absl::StrCat("exchange '", ExchangeKey(*it, loc), "' round")
                                    : std::string("plan agreement round");
-      BreakGroup(loc.key,
-                 absl::DeadlineExceededError(absl::StrCat(
-                     what, " ", loc.round, " of group ", loc.key, " did not complete by rank ",
-                     loc.rank, "'s deadline: ranks ", FormatRanks(missing),
-                     loc.is_exchange ? " did not contribute" : " did not propose")),
-                 0, "", deferred);
+      BreakGroup(loc.key, round_status(loc, it->second, what), cancelled_waiter, cancelled_why,
+                 deferred);
     }
   }
   for (auto& fn : deferred) fn();
 }
 
+void GroupRegistry::Expire(WaiterId id) {
+  FailWaiterGroup(
+      id, 0, "",
+      [](const Location& loc, const PendingGroup& group) {
+        std::vector<int> missing;
+        for (int r = 0; r < group.world_size; ++r) {
+          if (!group.joined.contains(r)) missing.push_back(r);
+        }
+        return absl::DeadlineExceededError(absl::StrCat(
+            "group for job '", loc.key, "' did not form by rank ", loc.rank,
+            "'s deadline: missing ranks ", FormatRanks(missing), " of world size ",
+            group.world_size, " (", group.joined.size(), " joined)"));
+      },
+      [](const Location& loc, const FormedGroup& group, const std::string& what) {
+        std::vector<int> missing;
+        auto& rounds = loc.is_exchange ? group.exchanges : group.rounds;
+        auto round = rounds.find(loc.round);
+        for (int r = 0; r < group.info.world_size; ++r) {
+          if (round == rounds.end() || !round->second.proposals.contains(r)) {
+            missing.push_back(r);
+          }
+        }
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, " ", loc.round, " of group ", loc.key, " did not complete by rank ", loc.rank,
+            "'s deadline: ranks ", FormatRanks(missing),
+            loc.is_exchange ? " did not contribute" : " did not propose"));
+      });
+}
+
 void GroupRegistry::Cancel(WaiterId id, const std::string& why) {
-  Deferred deferred;
-  {
-    absl::MutexLock lock(&mu_);
-    auto loc_it = waiters_.find(id);
-    if (loc_it == waiters_.end()) return;
-    const Location loc = loc_it->second;
-    if (loc.is_join) {
-      auto it = pending_.find(loc.key);
-      if (it == pending_.end()) return;
-      const MemberInfo& member = it->second.joined.at(loc.rank).member;
-      FailPending(loc.key,
-                  absl::AbortedError(absl::StrCat(Describe(member), " left job '", loc.key,
-                                                  "' before its group formed: ", why)),
-                  id, why, deferred);
-    } else {
-      auto it = formed_.find(loc.key);
-      if (it == formed_.end()) return;
-      const MemberInfo& member = it->second.info.members.at(loc.rank);
-      const std::string what = loc.is_exchange
-                                   ? absl::StrCat("exchange '", ExchangeKey(*it, loc), "' round")
-                                   : std::string("plan agreement round");
-      BreakGroup(loc.key,
-                 absl::AbortedError(absl::StrCat(Describe(member), " vanished during ", what,
-                                                 " ", loc.round, " of group ", loc.key, ": ",
-                                                 why)),
-                 id, why, deferred);
-    }
-  }
-  for (auto& fn : deferred) fn();
+  FailWaiterGroup(
+      id, id, why,
+      [&](const Location& loc, const PendingGroup& group) {
+        const MemberInfo& member = group.joined.at(loc.rank).member;
+        return absl::AbortedError(absl::StrCat(Describe(member), " left job '", loc.key,
+                                               "' before its group formed: ", why));
+      },
+      [&](const Location& loc, const FormedGroup& group, const std::string& what) {
+        const MemberInfo& member = group.info.members.at(loc.rank);
+        return absl::AbortedError(absl::StrCat(Describe(member), " vanished during ", what, " ",
+                                               loc.round, " of group ", loc.key, ": ", why));
+      });
 }
 
 void GroupRegistry::FailPending(const std::string& job_id, const absl::Status& status,

@@ -35,6 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -170,6 +171,15 @@ class GroupRegistry {
   using Deferred = std::vector<absl::AnyInvocable<void()>>;
 
   void Expire(WaiterId id);
+  // Fails the group waiter `id` is in (a pending group through FailPending, a formed one through
+  // BreakGroup) with the status its builder makes; `what` names the waiter's round. Shared by
+  // deadlines (Expire) and vanished callers (Cancel), which differ only in the message. No-op
+  // when the waiter already completed.
+  void FailWaiterGroup(
+      WaiterId id, WaiterId cancelled_waiter, const std::string& cancelled_why,
+      absl::FunctionRef<absl::Status(const Location&, const PendingGroup&)> pending_status,
+      absl::FunctionRef<absl::Status(const Location&, const FormedGroup&, const std::string& what)>
+          round_status);
   void FailPending(const std::string& job_id, const absl::Status& status,
                    WaiterId cancelled_waiter, const std::string& cancelled_why, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

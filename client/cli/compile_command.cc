@@ -3,8 +3,8 @@
 // the cubin; --emit-source prints the generated CUDA source instead of compiling.
 //
 //   syncopate compile --workload ag_gemm --m 8192 --n 4096 --k 4096 --world 4 --chunks 2
-//   syncopate compile --kernel my.cuh --spec my.spec --template allgather.ring --world 8 \
-//                     --shape 8192,4096 --arch sm_90 --out fused.cubin
+//   syncopate compile --kernel my.cuh --spec my.spec --template allgather.ring --world 8
+//                     --shape 8192,4096 --arch sm_90 --out fused.cubin   (one command line)
 //   syncopate compile --workload gemm_rs --emit-source > fused.cu
 #include <cstdio>
 #include <fstream>
@@ -25,11 +25,7 @@
 namespace syncopate::cli {
 namespace {
 
-struct Options {
-  PlanSourceOptions source;
-  WorkloadOptions workload;
-  std::string arch = "sm_90";
-  std::string cache_dir;
+struct Options : KernelBuildOptions {
   bool no_cache = false;
   bool local = false;
   bool emit_source = false;

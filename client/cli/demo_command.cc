@@ -28,11 +28,7 @@
 namespace syncopate::cli {
 namespace {
 
-struct Options {
-  PlanSourceOptions source;
-  WorkloadOptions workload;
-  std::string arch = "sm_90";
-  std::string cache_dir;
+struct Options : KernelBuildOptions {
   bool quiet_timeline = false;
   bool help = false;
 };

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli/flag_parser.h"
+#include "client/cli/plan_flags.h"
 #include "jit/compiler/kernel_spec.h"
 
 namespace syncopate::cli {
@@ -29,6 +30,16 @@ struct Workload {
   std::string kernel_name;       // for display
   std::string default_template;  // a plan template that fits the spec
   std::string default_shape;     // that template's --shape, e.g. "1024,1024"
+};
+
+// What every command that builds a fused kernel parses: the plan, the workload, the NVRTC target
+// and the kernel cache. Each command registers --arch and --cache-dir itself: their help texts
+// differ.
+struct KernelBuildOptions {
+  PlanSourceOptions source;
+  WorkloadOptions workload;
+  std::string arch = "sm_90";
+  std::string cache_dir;
 };
 
 void AddWorkloadFlags(FlagParser& flags, WorkloadOptions* options);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -139,6 +140,26 @@ struct UcxTransport::Impl {
     return *result;
   }
 
+  // Appends a local region whose memory `make` maps or allocates; its index is its id. The
+  // handles are made on the worker thread, which owns them.
+  absl::StatusOr<int> AddRegion(std::string name, MemoryKind kind,
+                                absl::FunctionRef<absl::StatusOr<MemHandle>()> make) {
+    int id = -1;
+    RETURN_IF_ERROR(RunSync(
+        [&]() -> absl::Status {
+          LocalRegion r;
+          r.name = std::move(name);
+          r.kind = kind;
+          ASSIGN_OR_RETURN(r.memh, make());
+          ASSIGN_OR_RETURN(r.rkey, RkeyBuffer::Pack(context, r.memh));
+          id = static_cast<int>(regions.size());
+          regions.push_back(std::move(r));
+          return absl::OkStatus();
+        },
+        absl::InfiniteFuture()));
+    return id;
+  }
+
   bool DrainQueue() {
     if (!has_work.load(std::memory_order_acquire)) return false;
     std::vector<std::function<void()>> batch;
@@ -243,40 +264,18 @@ absl::StatusOr<int> UcxTransport::RegisterMemory(std::string name, void* address
         " memory (UCP_ATTR_FIELD_MEMORY_TYPES); stage it through StagedPipeline"));
   }
   if (size == 0) return absl::InvalidArgumentError(absl::StrCat("register '", name, "': size 0"));
-  int id = -1;
-  RETURN_IF_ERROR(impl_->RunSync(
-      [&]() -> absl::Status {
-        LocalRegion r;
-        r.name = name;
-        r.kind = kind;
-        ucs_memory_type_t type =
-            kind == MemoryKind::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-        ASSIGN_OR_RETURN(r.memh, MemHandle::Map(impl_->context, address, size, type));
-        ASSIGN_OR_RETURN(r.rkey, RkeyBuffer::Pack(impl_->context, r.memh));
-        id = static_cast<int>(impl_->regions.size());
-        impl_->regions.push_back(std::move(r));
-        return absl::OkStatus();
-      },
-      absl::InfiniteFuture()));
-  return id;
+  ucs_memory_type_t type = kind == MemoryKind::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+  return impl_->AddRegion(std::move(name), kind,
+                          [&] { return MemHandle::Map(impl_->context, address, size, type); });
 }
 
 absl::StatusOr<int> UcxTransport::AllocateMemory(std::string name, size_t size) {
   if (size == 0) return absl::InvalidArgumentError(absl::StrCat("allocate '", name, "': size 0"));
-  int id = -1;
-  RETURN_IF_ERROR(impl_->RunSync(
-      [&]() -> absl::Status {
-        LocalRegion r;
-        r.name = name;
-        ASSIGN_OR_RETURN(r.memh, MemHandle::Allocate(impl_->context, size));
-        std::memset(r.memh.address(), 0, size);
-        ASSIGN_OR_RETURN(r.rkey, RkeyBuffer::Pack(impl_->context, r.memh));
-        id = static_cast<int>(impl_->regions.size());
-        impl_->regions.push_back(std::move(r));
-        return absl::OkStatus();
-      },
-      absl::InfiniteFuture()));
-  return id;
+  return impl_->AddRegion(std::move(name), MemoryKind::kHost, [&]() -> absl::StatusOr<MemHandle> {
+    ASSIGN_OR_RETURN(MemHandle memh, MemHandle::Allocate(impl_->context, size));
+    std::memset(memh.address(), 0, size);
+    return memh;
+  });
 }
 
 void* UcxTransport::region_address(int region) const {
@@ -545,6 +544,50 @@ absl::Status CheckSegments(const std::vector<Segment>& segments, uint64_t local_
   return absl::OkStatus();
 }
 
+// Whether the 8-byte `word` lies inside one of the peer's regions; `what` names it in the error.
+absl::Status CheckWord(const PeerConn& pc, RemoteWord word, absl::string_view what) {
+  if (word.region < 0 || word.region >= static_cast<int>(pc.regions.size()) ||
+      word.offset + sizeof(uint64_t) > pc.regions[word.region].size) {
+    return absl::OutOfRangeError(
+        absl::StrCat(what, " at ", word.offset, " outside region ", word.region));
+  }
+  return absl::OkStatus();
+}
+
+// Posts `rma` (ucp_put_nbx or ucp_get_nbx) for every non-empty segment. No callback: the flush
+// (or, with a fence, the signal) that follows completes after the data, so one completion covers
+// the chunk; each request is freed at once. A failed post sets `s->step` for the caller, which
+// finishes the op. A template because the two differ in the constness of the local buffer.
+template <typename Rma>
+ucs_status_t PostSegments(Rma rma, Completion::State* s, const char* step, ucp_ep_h ep,
+                          const LocalRegion& lr, const RemoteRegion& rr,
+                          const std::vector<Segment>& segments) {
+  auto* base = static_cast<char*>(lr.memh.address());
+  for (const Segment& seg : segments) {
+    if (seg.length == 0) continue;
+    ucp_request_param_t p = {};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = lr.memh.get();
+    ucs_status_ptr_t r = rma(ep, base + seg.local_offset, seg.length,
+                             rr.address + seg.remote_offset, rr.rkey.get(), &p);
+    if (UCS_PTR_IS_ERR(r)) {
+      s->step = step;
+      return UCS_PTR_STATUS(r);
+    }
+    if (r != nullptr) ucp_request_free(r);
+  }
+  return UCS_OK;
+}
+
+// Posts `rma` (ucp_put_nbx or ucp_get_nbx) between `s->word` and `word` on the peer, with the
+// callback that continues `s`; `word` has passed CheckWord.
+template <typename Rma>
+ucs_status_ptr_t PostWord(Rma rma, Completion::State* s, const PeerConn& pc, RemoteWord word) {
+  const RemoteRegion& rr = pc.regions[word.region];
+  ucp_request_param_t p = CallbackParam(s);
+  return rma(pc.ep.get(), &s->word, sizeof s->word, rr.address + word.offset, rr.rkey.get(), &p);
+}
+
 }  // namespace
 
 Completion UcxTransport::PutWithSignal(int peer, int local_region, int remote_region,
@@ -558,38 +601,18 @@ Completion UcxTransport::PutWithSignal(int peer, int local_region, int remote_re
     if (absl::Status c = CheckSegments(segments, lr.memh.length(), rr.size, rr.name); !c.ok()) {
       return Finish(s, c);
     }
-    if (signal.region >= 0 &&
-        (signal.region >= static_cast<int>(pc->regions.size()) ||
-         signal.offset + sizeof(uint64_t) > pc->regions[signal.region].size)) {
-      return Finish(s, absl::OutOfRangeError(absl::StrCat("signal word at ", signal.offset,
-                                                          " outside region ", signal.region)));
+    if (signal.region >= 0) {
+      if (absl::Status c = CheckWord(*pc, signal, "signal word"); !c.ok()) return Finish(s, c);
     }
-    auto* base = static_cast<char*>(lr.memh.address());
-    for (const Segment& seg : segments) {
-      if (seg.length == 0) continue;
-      ucp_request_param_t p = {};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-      p.memh = lr.memh.get();
-      // No callback: the flush (or, with a fence, the signal) that follows completes after the
-      // data, so one completion covers the chunk; the request is freed at once.
-      ucs_status_ptr_t r = ucp_put_nbx(pc->ep.get(), base + seg.local_offset, seg.length,
-                                       rr.address + seg.remote_offset, rr.rkey.get(), &p);
-      if (UCS_PTR_IS_ERR(r)) {
-        s->step = "put data";
-        SYNCOPATE_FINISH_ON_ERROR(s, UCS_PTR_STATUS(r));
-      }
-      if (r != nullptr) ucp_request_free(r);
-    }
+    ucs_status_t posted = PostSegments(&ucp_put_nbx, s, "put data", pc->ep.get(), lr, rr, segments);
+    SYNCOPATE_FINISH_ON_ERROR(s, posted);
     s->word = value;
     auto put_signal = [this, pc, signal](Completion::State* s) {
-      const RemoteRegion& sr = pc->regions[signal.region];
-      ucp_request_param_t p = CallbackParam(s);
-      ucs_status_ptr_t r = ucp_put_nbx(pc->ep.get(), &s->word, sizeof s->word,
-                                       sr.address + signal.offset, sr.rkey.get(), &p);
-      Then(s, r, "put signal", [this](Completion::State* s, ucs_status_t st) {
-        SYNCOPATE_FINISH_ON_ERROR(s, st);
-        Finish(s, absl::OkStatus());
-      });
+      Then(s, PostWord(&ucp_put_nbx, s, *pc, signal), "put signal",
+           [this](Completion::State* s, ucs_status_t st) {
+             SYNCOPATE_FINISH_ON_ERROR(s, st);
+             Finish(s, absl::OkStatus());
+           });
     };
     if (signal.region < 0) {
       ucp_request_param_t p = CallbackParam(s);
@@ -622,18 +645,10 @@ Completion UcxTransport::Put(int peer, int local_region, int remote_region,
 Completion UcxTransport::PutWord(int peer, RemoteWord word, uint64_t value) {
   return Post(peer, [this, word, value](Completion::State* s) {
     PeerConn* pc = impl_->peers[s->peer].get();
-    if (word.region < 0 || word.region >= static_cast<int>(pc->regions.size()) ||
-        word.offset + sizeof(uint64_t) > pc->regions[word.region].size) {
-      return Finish(s, absl::OutOfRangeError(
-                           absl::StrCat("word at ", word.offset, " outside region ", word.region)));
-    }
-    const RemoteRegion& rr = pc->regions[word.region];
+    if (absl::Status c = CheckWord(*pc, word, "word"); !c.ok()) return Finish(s, c);
     s->word = value;
-    ucp_request_param_t p = CallbackParam(s);
-    Then(s,
-         ucp_put_nbx(pc->ep.get(), &s->word, sizeof s->word, rr.address + word.offset,
-                     rr.rkey.get(), &p),
-         "put word", [this](Completion::State* s, ucs_status_t st) {
+    Then(s, PostWord(&ucp_put_nbx, s, *pc, word), "put word",
+         [this](Completion::State* s, ucs_status_t st) {
            SYNCOPATE_FINISH_ON_ERROR(s, st);
            Finish(s, absl::OkStatus());
          });
@@ -650,20 +665,8 @@ Completion UcxTransport::Get(int peer, int local_region, int remote_region,
     if (absl::Status c = CheckSegments(segments, lr.memh.length(), rr.size, rr.name); !c.ok()) {
       return Finish(s, c);
     }
-    auto* base = static_cast<char*>(lr.memh.address());
-    for (const Segment& seg : segments) {
-      if (seg.length == 0) continue;
-      ucp_request_param_t p = {};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-      p.memh = lr.memh.get();
-      ucs_status_ptr_t r = ucp_get_nbx(pc->ep.get(), base + seg.local_offset, seg.length,
-                                       rr.address + seg.remote_offset, rr.rkey.get(), &p);
-      if (UCS_PTR_IS_ERR(r)) {
-        s->step = "get data";
-        SYNCOPATE_FINISH_ON_ERROR(s, UCS_PTR_STATUS(r));
-      }
-      if (r != nullptr) ucp_request_free(r);
-    }
+    ucs_status_t posted = PostSegments(&ucp_get_nbx, s, "get data", pc->ep.get(), lr, rr, segments);
+    SYNCOPATE_FINISH_ON_ERROR(s, posted);
     // A get is complete when its data is local; the flush completes after every get.
     ucp_request_param_t p = CallbackParam(s);
     Then(s, ucp_ep_flush_nbx(pc->ep.get(), &p), "flush gets",
@@ -677,17 +680,9 @@ Completion UcxTransport::Get(int peer, int local_region, int remote_region,
 Completion UcxTransport::GetWord(int peer, RemoteWord word) {
   return Post(peer, [this, word](Completion::State* s) {
     PeerConn* pc = impl_->peers[s->peer].get();
-    if (word.region < 0 || word.region >= static_cast<int>(pc->regions.size()) ||
-        word.offset + sizeof(uint64_t) > pc->regions[word.region].size) {
-      return Finish(s, absl::OutOfRangeError(
-                           absl::StrCat("word at ", word.offset, " outside region ", word.region)));
-    }
-    const RemoteRegion& rr = pc->regions[word.region];
-    ucp_request_param_t p = CallbackParam(s);
-    Then(s,
-         ucp_get_nbx(pc->ep.get(), &s->word, sizeof s->word, rr.address + word.offset,
-                     rr.rkey.get(), &p),
-         "get word", [this](Completion::State* s, ucs_status_t st) {
+    if (absl::Status c = CheckWord(*pc, word, "word"); !c.ok()) return Finish(s, c);
+    Then(s, PostWord(&ucp_get_nbx, s, *pc, word), "get word",
+         [this](Completion::State* s, ucs_status_t st) {
            SYNCOPATE_FINISH_ON_ERROR(s, st);
            Finish(s, absl::OkStatus());
          });
