@@ -2,8 +2,10 @@
 // 4 ranks it builds the chunk plan, validates it, simulates it on host buffers, shows its
 // timeline, lowers it against the GEMM's kernel spec (which tiles wait for which chunks),
 // compiles the fused and the local kernel through NVRTC and the kernel cache (twice, to show the
-// hit), and where a GPU is present runs the fused kernel with the ranks as processes and checks
-// every output element. Exit 1 when any step fails.
+// hit), does the same through syncopated's services embedded in this process (ranks join, agree,
+// the daemon compiles, the runtime's build takes its binary), and where a GPU is present runs the
+// fused kernel with the ranks as processes and checks every output element. Exit 1 when any
+// step fails.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -13,6 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/cli/command.h"
+#if SYNCOPATE_HAVE_DAEMON_STEP
+#include "client/cli/demo_daemon_step.h"
+#endif
 #include "client/cli/flag_parser.h"
 #include "client/cli/plan_flags.h"
 #include "client/cli/workload_flags.h"
@@ -58,11 +63,11 @@ void PrintLoweringSummary(const jit::LoweredSchedule& lowered) {
               rank0.guards.size());
 }
 
-// Step 7: where a GPU is present, the fused kernel runs for real — `world` ranks as processes
+// Step 8: where a GPU is present, the fused kernel runs for real — `world` ranks as processes
 // on the GPU(s), fresh random inputs, poisoned outputs, every element checked against an fp32
 // reference GEMM — with the copy-engine and the SM backend.
 int RunOnGpu(const Options& o, plan::DType dtype) {
-  std::printf("== 7. run on the GPU: %d ranks as processes, checked against a reference\n",
+  std::printf("== 8. run on the GPU: %d ranks as processes, checked against a reference\n",
               o.source.world);
   std::string why;
   if (!testing::ProbeGpu(&why)) {
@@ -204,6 +209,19 @@ int RunDemo(const std::vector<std::string>& args) {
                 local->compiled->is_ptx ? "PTX" : "cubin", local->elapsed_ms,
                 cache::SourceName(local->source));
   }
+
+  std::printf("== 7. the same through syncopated's services (embedded: no daemon to start)\n");
+#if SYNCOPATE_HAVE_DAEMON_STEP
+  const std::string daemon_cache =
+      (*kernel_cache)->disk() != nullptr ? (*kernel_cache)->disk()->dir() : "";
+  if (absl::Status s = RunThroughDaemon(*plan, workload->spec, workload->kernel_source, o.arch,
+                                        daemon_cache);
+      !s.ok()) {
+    return Fail("the daemon step", s.message());
+  }
+#else
+  std::printf("  skipped: built without the daemon (SYNCOPATE_BUILD_SERVER=OFF)\n");
+#endif
   return RunOnGpu(o, *dtype);
 }
 
