@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -72,6 +74,11 @@ struct PeerConn {
   bool closed = false;
   std::vector<RemoteRegion> regions;
   const PeerLiveness* liveness = nullptr;  // the transport's, to name an exit as such
+  // This rank's word that the peer sets before it closes its endpoints (Shutdown), and whether
+  // this rank is closing its own: an endpoint error after either is the end of the connection,
+  // not a failure, and is said so without a warning.
+  const uint64_t* goodbye = nullptr;
+  const bool* closing = nullptr;
 };
 
 namespace {
@@ -88,6 +95,16 @@ constexpr absl::Duration kExitGrace = absl::Milliseconds(20);
 void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* pc = static_cast<PeerConn*>(arg);
   absl::Status why = UcsError(status, "endpoint error");
+  const bool said_goodbye =
+      pc->goodbye != nullptr &&
+      std::atomic_ref<const uint64_t>(*pc->goodbye).load(std::memory_order_acquire) != 0;
+  if (said_goodbye || (pc->closing != nullptr && *pc->closing)) {
+    pc->transport->MarkPeerFailed(
+        pc->rank,
+        absl::UnavailableError(said_goodbye ? "shut down its transport" : "connection closed"),
+        /*expected=*/true);
+    return;
+  }
   // An already failed peer (dropped by us, say) keeps its first reason: no grace to wait out.
   if (pc->liveness != nullptr && pc->transport->PeerStatus(pc->rank).ok() &&
       pc->liveness->HasExited(pc->rank, kExitGrace)) {
@@ -302,6 +319,12 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
     absl::MutexLock lock(&fail_mu_);
     peer_status_.assign(world_size_, absl::OkStatus());
   }
+  // 0. One word per rank that peers set when they shut down (see PeerConn::goodbye); every
+  // rank adds it here, last, so region ids the caller got stay as they were.
+  if (goodbye_region_ < 0) {
+    ASSIGN_OR_RETURN(goodbye_region_,
+                     AllocateMemory("syncopate.goodbye", sizeof(uint64_t) * world_size_));
+  }
   // 1. This rank's card: label, process identity (for same-host liveness), worker address,
   // region table.
   std::string card;
@@ -353,9 +376,10 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
   for (const Card& c : parsed) labels_.push_back(c.label);
   for (int r = 0; r < world_size_; ++r) {
     if (parsed[r].regions.size() != impl_->regions.size()) {
+      // Both counts include the goodbye word's region; name what the callers registered.
       return absl::FailedPreconditionError(
-          absl::StrCat(PeerName(r), " registered ", parsed[r].regions.size(),
-                       " memory regions, rank ", rank_, " ", impl_->regions.size()));
+          absl::StrCat(PeerName(r), " registered ", parsed[r].regions.size() - 1,
+                       " memory regions, rank ", rank_, " ", impl_->regions.size() - 1));
     }
     for (size_t i = 0; i < impl_->regions.size(); ++i) {
       if (std::get<0>(parsed[r].regions[i]) != impl_->regions[i].name) {
@@ -382,6 +406,9 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
           pc->transport = this;
           pc->rank = r;
           pc->liveness = &impl_->liveness;
+          pc->goodbye =
+              static_cast<const uint64_t*>(impl_->regions[goodbye_region_].memh.address()) + r;
+          pc->closing = &impl_->closing;
           absl::StatusOr<Endpoint> ep = Endpoint::Create(
               impl_->worker, parsed[r].address,
               options_.error_handling == ErrorHandling::kPeer ? &OnEndpointError : nullptr,
@@ -420,14 +447,18 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
 
 // ---- Failures ----
 
-void UcxTransport::MarkPeerFailed(int peer, absl::Status why) {
+void UcxTransport::MarkPeerFailed(int peer, absl::Status why, bool expected) {
   absl::MutexLock lock(&fail_mu_);
   if (peer < 0 || peer >= static_cast<int>(peer_status_.size()) || !peer_status_[peer].ok()) {
     return;
   }
   absl::Status s(why.code() == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : why.code(),
-                 absl::StrCat(PeerName(peer), " failed: ", why.message()));
-  spdlog::warn("rank {}: {}", rank_, std::string(s.message()));
+                 absl::StrCat(PeerName(peer), expected ? ": " : " failed: ", why.message()));
+  if (expected) {
+    spdlog::debug("rank {}: {}", rank_, std::string(s.message()));
+  } else {
+    spdlog::warn("rank {}: {}", rank_, std::string(s.message()));
+  }
   peer_status_[peer] = s;
   if (!first_failure_.has_value()) first_failure_.emplace(peer, s);
   num_failed_.fetch_add(1, std::memory_order_release);
@@ -732,6 +763,38 @@ absl::Status UcxTransport::Wait(const Completion& completion, absl::Time deadlin
 
 namespace {
 
+// Sets this rank's word in every peer's goodbye region and waits (bounded) until each put is
+// flushed, so a peer that sees our endpoint close next knows it was a shutdown. Worker thread.
+// Best effort: a peer that does not acknowledge in time only loses the distinction.
+void SayGoodbye(ucp_worker_h worker, const std::vector<std::unique_ptr<PeerConn>>& peers,
+                int region, int rank, absl::Duration timeout) {
+  static const uint64_t kGoodbye = 1;
+  std::vector<void*> pending;
+  for (const auto& pc : peers) {
+    if (pc == nullptr || pc->closed || region >= static_cast<int>(pc->regions.size())) continue;
+    const RemoteRegion& rr = pc->regions[region];
+    ucp_request_param_t none = {};
+    ucs_status_ptr_t put = ucp_put_nbx(pc->ep.get(), &kGoodbye, sizeof kGoodbye,
+                                       rr.address + sizeof(uint64_t) * rank, rr.rkey.get(), &none);
+    if (UCS_PTR_IS_ERR(put)) continue;
+    if (put != nullptr) ucp_request_free(put);  // the flush below completes after it
+    ucs_status_ptr_t flush = ucp_ep_flush_nbx(pc->ep.get(), &none);
+    if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) pending.push_back(flush);
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!pending.empty() && absl::Now() <= deadline) {
+    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+    for (void*& r : pending) {
+      if (r != nullptr && ucp_request_check_status(r) != UCS_INPROGRESS) {
+        ucp_request_free(r);
+        r = nullptr;
+      }
+    }
+    pending.erase(std::remove(pending.begin(), pending.end(), nullptr), pending.end());
+  }
+  for (void* r : pending) ucp_request_free(r);  // completes when the worker goes
+}
+
 // Closes the given peers' endpoints under one time bound; worker thread. Returns the peers
 // whose close did not finish in time.
 std::vector<int> CloseEndpoints(ucp_worker_h worker, std::vector<std::pair<PeerConn*, bool>> eps,
@@ -807,6 +870,9 @@ absl::Status UcxTransport::Shutdown() {
         // it until teardown_timeout), and a forced close completes locally, so Shutdown still
         // returns ok. Only closes that do not finish in time make it fail, never failed peers.
         im.liveness = PeerLiveness();
+        if (num_failed_.load() == 0 && options_.error_handling == ErrorHandling::kPeer) {
+          SayGoodbye(im.worker.get(), im.peers, goodbye_region_, rank_, options_.teardown_timeout);
+        }
         std::vector<std::pair<PeerConn*, bool>> eps;
         for (auto& pc : im.peers) {
           if (pc == nullptr || pc->closed) continue;
@@ -835,7 +901,7 @@ absl::Status UcxTransport::Shutdown() {
         }
         return absl::OkStatus();
       },
-      absl::Now() + options_.teardown_timeout + absl::Seconds(10));
+      absl::Now() + 2 * options_.teardown_timeout + absl::Seconds(10));  // goodbye + close
   impl_->stop.store(true, std::memory_order_release);
   impl_->thread.join();
   // Commands posted while shutting down never ran; finish them so no waiter waits forever.

@@ -166,13 +166,16 @@ class UcxTransport {
   absl::Status PeerStatus(int peer) const;
   // The first peer that failed, with why; nullopt while every peer is healthy.
   std::optional<std::pair<int, absl::Status>> FirstFailure() const;
-  void MarkPeerFailed(int peer, absl::Status why);
+  // `expected`: the peer's connection ended as connections end (it shut down, or we are): the
+  // peer is failed for later operations all the same, but nothing is logged above debug.
+  void MarkPeerFailed(int peer, absl::Status why, bool expected = false);
   // Force-closes every endpoint now (abort, fault injection); later operations fail.
   void DropConnections();
-  // Closes endpoints (flushing while every peer is healthy, forcing once any failed), releases
-  // remote keys,
-  // memory, worker and context; stops the progress thread. Bounded by teardown_timeout plus a
-  // small margin. Idempotent.
+  // Tells every peer it is shutting down (a word in their memory, so their endpoint error
+  // afterwards reads "shut down its transport", without a warning), closes endpoints (flushing
+  // while every peer is healthy, forcing once any failed), releases remote keys, memory, worker
+  // and context; stops the progress thread. Bounded by twice teardown_timeout plus a small
+  // margin. Idempotent.
   absl::Status Shutdown();
 
   // Operations posted but not completed (for tests: zero after teardown means none leaked).
@@ -190,6 +193,7 @@ class UcxTransport {
   uint64_t memory_types_ = 0;
   int rank_ = -1;
   int world_size_ = 0;
+  int goodbye_region_ = -1;  // allocated by Connect
   std::vector<std::string> labels_;  // per rank, set by Connect
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int> num_failed_{0};

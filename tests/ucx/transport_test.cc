@@ -35,6 +35,7 @@ namespace syncopate::ucx {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr size_t kRegionBytes = 1 << 20;
 
@@ -183,6 +184,33 @@ TEST_P(TransportTest, PeerThatGoesAwayFailsOperationsNamingIt) {
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("rank 1 ("));
   EXPECT_TRUE(t_[0]->PeerStatus(1).code() != absl::StatusCode::kOk);
+  EXPECT_TRUE(t_[0]->Shutdown().ok());
+  EXPECT_EQ(t_[0]->in_flight(), 0);
+}
+
+// A peer that shuts down cleanly says so before it closes: the survivor's later operations fail
+// naming it as shut down (not as an endpoint timeout, and without a warning), and a dropped
+// connection (above) still reads as a failure.
+TEST_P(TransportTest, PeerThatShutsDownIsNamedAsShutDown) {
+  if (GetParam() == "shm") {
+    GTEST_SKIP() << "no endpoint errors over UCX 1.13 shm (error handling NONE): a closed peer "
+                    "is not reported at all, so there is nothing to name";
+  }
+  Start(&RegisterDataAndSignals);
+  ASSERT_TRUE(t_[1]->Shutdown().ok());
+  absl::Status s;
+  for (int i = 0; i < 50 && s.ok(); ++i) {
+    Completion c = t_[0]->PutWithSignal(1, 0, 0, {{0, 0, 4096}}, {1, 0}, i + 1);
+    s = t_[0]->Wait(c, absl::Now() + absl::Seconds(3), "put to a peer that shut down");
+    if (s.ok()) {
+      s = t_[0]->Wait(t_[0]->Flush(1), absl::Now() + absl::Seconds(3), "flush");
+    }
+  }
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 1 ("));
+  EXPECT_THAT(t_[0]->PeerStatus(1).message(), HasSubstr("shut down its transport"))
+      << t_[0]->PeerStatus(1);
+  EXPECT_THAT(t_[0]->PeerStatus(1).message(), Not(HasSubstr("failed")));
   EXPECT_TRUE(t_[0]->Shutdown().ok());
   EXPECT_EQ(t_[0]->in_flight(), 0);
 }
