@@ -1,13 +1,19 @@
 // The daemon as the runtime's cubin source: a build with DaemonKernelFetcher loads the binary the
 // (embedded, real) daemon compiled, for the fused and the local variant and for the arch asked;
 // a binary for another key, or a daemon error, leaves the build to NVRTC here with the reason
-// recorded; a fetched binary fills the local cache like a compiled one.
+// recorded; a fetched binary fills the local cache like a compiled one. With a syncopated
+// process: a killed daemon and a stopped one (past the request's timeout) leave the build to
+// NVRTC too, naming why.
 #include "client/kernel_fetch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -15,11 +21,13 @@
 #include "runtime/plan/templates.h"
 #include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
+#include "tests/server/subprocess.h"
 #include "tests/server/test_kernels.h"
 
 namespace syncopate {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 class KernelFetchTest : public ::testing::Test {
@@ -135,6 +143,46 @@ TEST_F(KernelFetchTest, FetchedBinaryFillsTheLocalCache) {
   EXPECT_EQ(fetches.load(), 1);
   EXPECT_EQ((*cache)->Stats().compiles, 1u);  // the cache counts the fetch as its one fill
   EXPECT_EQ(second->compiled->binary, first->compiled->binary);
+}
+
+class KernelFetchDaemonProcessTest : public KernelFetchTest {
+ protected:
+  void SetUp() override {
+    KernelFetchTest::SetUp();
+    daemon_ = std::make_unique<testing::DaemonProcess>(SYNCOPATED_PATH, dir_, "fetch");
+    ASSERT_TRUE(daemon_->ok()) << daemon_->Log();
+    auto client = Client::Connect(daemon_->socket());
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_.emplace(*client);
+    base_.timeout = std::chrono::seconds(2);  // bounds a stopped daemon's hold on the build
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<testing::DaemonProcess> daemon_;
+};
+
+TEST_F(KernelFetchDaemonProcessTest, KilledDaemonLeavesTheBuildToNvrtc) {
+  auto fetched = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(base_));
+  ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+  EXPECT_TRUE(fetched->fetched) << fetched->fetch_error;
+  daemon_->process().Kill();
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(base_));
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_FALSE(built->fetched);
+  EXPECT_THAT(built->fetch_error, HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(built->compiled->binary, fetched->compiled->binary);  // NVRTC here, same kernel
+}
+
+TEST_F(KernelFetchDaemonProcessTest, StoppedDaemonIsGivenUpAtTheRequestTimeout) {
+  daemon_->process().Signal(SIGSTOP);
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(base_));
+  daemon_->process().Signal(SIGCONT);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_FALSE(built->fetched);
+  // Whichever bound fires first: the call's deadline (timeout + the client's wait grace) or the
+  // channel's keepalive watchdog.
+  EXPECT_THAT(built->fetch_error,
+              AnyOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("keepalive watchdog timeout")));
+  EXPECT_FALSE(built->compiled->binary.empty());
 }
 
 }  // namespace
