@@ -161,12 +161,14 @@ struct PerfResult {
 };
 std::optional<PerfResult> RunPerftest(const std::string& perftest, const std::string& tls,
                                       const std::string& test, size_t size, int iters,
-                                      int port) {
+                                      int port, const std::string& extra = "") {
   std::string env = absl::StrCat("UCX_TLS=", tls);
   std::string server = absl::StrCat(env, " timeout 60 ", perftest, " -p ", port,
                                      " >/dev/null 2>&1 &");
   std::string client = absl::StrCat(env, " timeout 60 ", perftest, " 127.0.0.1 -p ", port,
-                                     " -t ", test, " -s ", size, " -n ", iters, " 2>&1");
+                                     " -t ", test, " -s ", size, " -n ", iters,
+                                     // perftest's default warm-up is 10,000 iterations
+                                     " -w ", std::max(iters / 4, 8), " ", extra, " 2>&1");
   if (std::system(server.c_str()) != 0) return std::nullopt;
   absl::SleepFor(absl::Milliseconds(300));
   FILE* p = popen(client.c_str(), "r");
@@ -187,6 +189,21 @@ std::optional<PerfResult> RunPerftest(const std::string& perftest, const std::st
   std::fprintf(stderr, "ucx_perftest %s %s -s %zu: no result:\n%s\n", tls.c_str(), test.c_str(),
                size, out.c_str());
   return std::nullopt;
+}
+
+// perftest's put_bw at its best outstanding-send limit here: unlimited (its default) collapses
+// over tcp loopback (29 MB/s at 16 MiB) and trails over shm, so the reference is the better of
+// one outstanding put and kWindow (ours), whichever this machine favours in this trial.
+std::optional<PerfResult> BestPerftestBandwidth(const std::string& perftest,
+                                                const std::string& tls, size_t size, int iters,
+                                                int& port) {
+  std::optional<PerfResult> best;
+  for (const std::string& outstanding : {std::string("-O 1"), absl::StrCat("-O ", kWindow)}) {
+    std::optional<PerfResult> r =
+        RunPerftest(perftest, tls, "ucp_put_bw", size, iters, port++, outstanding);
+    if (r && (!best || r->bw_mib > best->bw_mib)) best = r;
+  }
+  return best;
 }
 
 // ---- Staged overlap ----
@@ -346,7 +363,8 @@ int Driver(const char* self, bool quick, int trials, const std::string& perftest
               load);
   std::printf("# chunk = PutWithSignal (data put, then flush|fence, then 8-byte signal put); "
               "window %d for bandwidth\n", kWindow);
-  std::printf("# perftest = ucx_perftest ucp_put_bw (overall MB/s) / ucp_put_lat (avg usec)\n");
+  std::printf("# perftest = ucx_perftest ucp_put_bw (overall MB/s, best of -O 1 and -O %d) / "
+              "ucp_put_lat (avg usec)\n", kWindow);
   std::printf("# %d trials; each runs perftest, then ours (flush, fence) back to back; figures are "
               "medians over trials, ratio = median ours / median perftest, trial ratios = min-max "
               "of the per-trial ratios\n", trials);
@@ -356,7 +374,7 @@ int Driver(const char* self, bool quick, int trials, const std::string& perftest
     for (int trial = 0; trial < trials; ++trial) {
       Trial t;
       for (size_t s : BwSizes(quick)) {
-        if (auto r = RunPerftest(perftest, tls, "ucp_put_bw", s, BwIters(s, quick), port++)) {
+        if (auto r = BestPerftestBandwidth(perftest, tls, s, BwIters(s, quick), port)) {
           t.bw_ref[s] = *r;
         }
       }
