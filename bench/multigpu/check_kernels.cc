@@ -6,9 +6,8 @@
 #include <span>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-#include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::tp_bench {
 namespace {
@@ -99,16 +98,13 @@ static_assert(sizeof(Acc) == kAccWords * 8);
 }  // namespace
 
 absl::StatusOr<CheckKernels> CheckKernels::Load(const cuda::Context& context) {
-  nvrtc::CompileOptions options;
-  options.arch = absl::StrCat("sm_", context.compute_capability());
-  options.program_name = "syncopate_tp_bench_checks.cu";
-  ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, nvrtc::Compile(kSource, options));
   CheckKernels k;
   k.api_ = &context.api();
-  ASSIGN_OR_RETURN(k.module_, cuda::Module::LoadCompiled(context.api(), compiled));
-  ASSIGN_OR_RETURN(k.compare_, k.module_.Function("compare"));
-  ASSIGN_OR_RETURN(k.mismatch_, k.module_.Function("mismatch"));
-  ASSIGN_OR_RETURN(k.absmax_, k.module_.Function("absmax"));
+  ASSIGN_OR_RETURN(
+      k.module_,
+      workloads::LoadHelperModule(
+          context, kSource, "syncopate_tp_bench_checks.cu",
+          {{"compare", &k.compare_}, {"mismatch", &k.mismatch_}, {"absmax", &k.absmax_}}));
   ASSIGN_OR_RETURN(k.acc_, cuda::DeviceBuffer::Allocate(context.api(), sizeof(Acc)));
   return k;
 }

@@ -157,7 +157,7 @@ class Runner {
   int world_, rank_;
   std::unique_ptr<cache::KernelCache> cache_;
   std::unique_ptr<cuda::OverlapRuntime> rt_;
-  std::unique_ptr<testing::TestKernels> tk_;
+  std::unique_ptr<workloads::TestKernels> tk_;
   std::unique_ptr<CheckKernels> checks_;
   std::unique_ptr<CublasLib> cublas_;
   std::string cublas_error_;
@@ -194,8 +194,8 @@ absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem
   go.rendezvous_timeout = absl::Seconds(120);
   ASSIGN_OR_RETURN(rt_, cuda::OverlapRuntime::Join(go, cache_.get()));
   ASSIGN_OR_RETURN(stream_, cuda::Stream::Create(api()));
-  ASSIGN_OR_RETURN(testing::TestKernels tk, testing::TestKernels::Load(rt_->group().context()));
-  tk_ = std::make_unique<testing::TestKernels>(std::move(tk));
+  ASSIGN_OR_RETURN(workloads::TestKernels tk, workloads::TestKernels::Load(rt_->group().context()));
+  tk_ = std::make_unique<workloads::TestKernels>(std::move(tk));
   ASSIGN_OR_RETURN(CheckKernels ck, CheckKernels::Load(rt_->group().context()));
   checks_ = std::make_unique<CheckKernels>(std::move(ck));
   auto blas = CublasLib::Open(stream());

@@ -24,7 +24,7 @@ namespace {
 
 // In a child: the driver loads and at least `gpus` devices are visible.
 absl::Status ProbeDevices(int gpus) {
-  std::vector<absl::Status> s = testing::RunRanks(1, absl::Seconds(60), [gpus](int) -> absl::Status {
+  std::vector<absl::Status> s = workloads::RunRanks(1, absl::Seconds(60), [gpus](int) -> absl::Status {
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
     int count = 0;
     if (CUresult r = api->cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
@@ -93,7 +93,7 @@ int Main(int argc, char** argv) {
   int failures = 0;
   for (int world : *worlds) {
     const std::string group_id = absl::StrCat("tpb", ::getpid(), "_w", world);
-    std::vector<absl::Status> results = testing::RunRanks(
+    std::vector<absl::Status> results = workloads::RunRanks(
         world, absl::Seconds(flags.run_timeout_s),
         [&](int rank) { return RunRank(flags, world, rank, group_id); });
     for (int r = 0; r < world; ++r) {

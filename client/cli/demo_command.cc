@@ -70,7 +70,7 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
   std::printf("== 8. run on the GPU: %d ranks as processes, checked against a reference\n",
               o.source.world);
   std::string why;
-  if (!testing::ProbeGpu(&why)) {
+  if (!workloads::ProbeGpu(&why)) {
     std::printf("  skipped: %s\n", why.c_str());
     return kExitOk;
   }
@@ -86,8 +86,8 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
   // The copy engine moves copies only; reductions need the SM backend.
   if (!reduce_scatter) backends.insert(backends.begin(), cuda::Backend::kCopyEngine);
   for (cuda::Backend backend : backends) {
-    testing::WorkloadConfig config;
-    config.group_id = testing::UniqueGroupId("demo");  // before the fork: one id for all ranks
+    workloads::WorkloadConfig config;
+    config.group_id = workloads::UniqueGroupId("demo");  // before the fork: one id for all ranks
     config.world = o.source.world;
     config.dtype = dtype;
     config.backend = backend;
@@ -98,11 +98,11 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
     config.k = o.workload.k;
     config.launches = 3;
     const std::vector<absl::Status> results =
-        testing::RunRanks(config.world, absl::Seconds(120), [&](int rank) {
-          testing::WorkloadConfig mine = config;
+        workloads::RunRanks(config.world, absl::Seconds(120), [&](int rank) {
+          workloads::WorkloadConfig mine = config;
           mine.rank = rank;
-          return reduce_scatter ? testing::RunGemmReduceScatter(mine)
-                                : testing::RunAllGatherGemm(mine);
+          return reduce_scatter ? workloads::RunGemmReduceScatter(mine)
+                                : workloads::RunAllGatherGemm(mine);
         });
     const char* name = backend == cuda::Backend::kSm ? "SM" : "copy engine";
     for (size_t rank = 0; rank < results.size(); ++rank) {

@@ -14,7 +14,7 @@ using ::testing::HasSubstr;
 
 TEST(DriverTest, LoadsOrExplainsWhyNot) {
   // In a child: the test process itself must stay free of CUDA state for the fork-based tests.
-  std::vector<absl::Status> s = syncopate::testing::RunRanks(1, absl::Seconds(60), [](int) {
+  std::vector<absl::Status> s = syncopate::workloads::RunRanks(1, absl::Seconds(60), [](int) {
     absl::StatusOr<const DriverApi*> api = Driver();
     if (api.ok()) {
       if ((*api)->cuMemAlloc == nullptr || (*api)->driver_version < 12000) {
@@ -31,7 +31,7 @@ TEST(DriverTest, LoadsOrExplainsWhyNot) {
 }
 
 TEST(DriverTest, ErrorsNameTheCallAndTheResult) {
-  std::vector<absl::Status> s = syncopate::testing::RunRanks(1, absl::Seconds(60), [](int) {
+  std::vector<absl::Status> s = syncopate::workloads::RunRanks(1, absl::Seconds(60), [](int) {
     absl::Status st = CuError(CUDA_ERROR_INVALID_VALUE, "api.cuMemAlloc(&p, 0)", "x.cc", 7);
     if (st.code() != absl::StatusCode::kInvalidArgument) return absl::InternalError("code");
     const std::string m(st.message());
@@ -48,7 +48,7 @@ TEST(DriverTest, ErrorsNameTheCallAndTheResult) {
 
 TEST(DriverTest, GpuAvailableGivesAReason) {
   std::string why;
-  if (!syncopate::testing::ProbeGpu(&why)) {
+  if (!syncopate::workloads::ProbeGpu(&why)) {
     EXPECT_FALSE(why.empty());
   }
 }

@@ -12,7 +12,7 @@ namespace syncopate::testing {
 inline const std::string* NoGpuReason() {
   static const std::string* reason = [] {
     std::string why;
-    return ProbeGpu(&why) ? nullptr : new std::string(why);
+    return workloads::ProbeGpu(&why) ? nullptr : new std::string(why);
   }();
   return reason;
 }

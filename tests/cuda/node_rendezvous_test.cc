@@ -14,8 +14,8 @@
 namespace syncopate::cuda {
 namespace {
 
-using ::syncopate::testing::RunRanks;
-using ::syncopate::testing::UniqueGroupId;
+using ::syncopate::workloads::RunRanks;
+using ::syncopate::workloads::UniqueGroupId;
 using ::testing::HasSubstr;
 
 absl::Status ExchangeAndCheck(const std::string& group, int rank, int world,

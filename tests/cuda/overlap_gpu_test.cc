@@ -19,6 +19,11 @@ namespace {
 
 using cuda::Backend;
 using ::testing::HasSubstr;
+using workloads::RunAllGatherGemm;
+using workloads::RunGemmReduceScatter;
+using workloads::RunRanks;
+using workloads::UniqueGroupId;
+using workloads::WorkloadConfig;
 
 uint64_t FreshSeed() {
   static std::random_device rd;

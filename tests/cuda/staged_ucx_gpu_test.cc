@@ -39,7 +39,7 @@
 namespace syncopate::cuda {
 namespace {
 
-using ::syncopate::testing::RunRanks;
+using ::syncopate::workloads::RunRanks;
 using ::testing::HasSubstr;
 
 constexpr int kSlots = 3;  // fewer than the chunks: slots are reused and credits are exercised

@@ -14,8 +14,8 @@
 namespace syncopate::cuda {
 namespace {
 
-using ::syncopate::testing::RunRanks;
-using ::syncopate::testing::UniqueGroupId;
+using ::syncopate::workloads::RunRanks;
+using ::syncopate::workloads::UniqueGroupId;
 using ::testing::HasSubstr;
 
 constexpr size_t kWords = (3u << 20) / 4;  // not a multiple of the 2 MiB granularity

@@ -80,7 +80,7 @@ absl::StatusOr<double> TimeMs(const DriverApi& api, CUstream s, int warmup, int 
   return ms[ms.size() / 2];
 }
 
-absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::TestKernels& tk,
+absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
                       Cublas& cublas, int64_t M, int64_t N, int64_t K, int world,
                       plan::DType dtype, int reps, bool force_mma) {
   const DriverApi& api = ctx.api();
@@ -189,17 +189,17 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::testing::
   const double local_tf = flop / (tl[1] * 1e9), fused_tf = flop / (tf[1] * 1e9),
                blas_tf = flop / (tb[1] * 1e9);
   // Correctness: fused == local bitwise; local vs cuBLAS relative error.
-  ASSIGN_OR_RETURN(auto cl, syncopate::testing::Download16(api, C_local.get(), M * N, s));
-  ASSIGN_OR_RETURN(auto cf, syncopate::testing::Download16(api, C_fused.get(), M * N, s));
-  ASSIGN_OR_RETURN(auto cb, syncopate::testing::Download16(api, C_blas.get(), M * N, s));
+  ASSIGN_OR_RETURN(auto cl, syncopate::workloads::Download16(api, C_local.get(), M * N, s));
+  ASSIGN_OR_RETURN(auto cf, syncopate::workloads::Download16(api, C_fused.get(), M * N, s));
+  ASSIGN_OR_RETURN(auto cb, syncopate::workloads::Download16(api, C_blas.get(), M * N, s));
   int64_t diff = 0, blas_diff = 0;
   double e2 = 0, r2 = 0, max_err = 0, max_ref = 0;
   bool finite = true;
   for (int64_t i = 0; i < M * N; ++i) {
     diff += cl[i] != cf[i];
     blas_diff += cl[i] != cb[i];
-    const double a = syncopate::testing::HalfBitsToFloat(cl[i], dtype);
-    const double b = syncopate::testing::HalfBitsToFloat(cb[i], dtype);
+    const double a = syncopate::workloads::HalfBitsToFloat(cl[i], dtype);
+    const double b = syncopate::workloads::HalfBitsToFloat(cb[i], dtype);
     finite = finite && std::isfinite(a);
     e2 += (a - b) * (a - b);
     r2 += b * b;
@@ -238,7 +238,8 @@ absl::Status Main(int argc, char** argv) {
   std::printf("device %s, sm_%d, %d SMs, driver %d\n", name, ctx.compute_capability(),
               ctx.sm_count(), ctx.api().driver_version);
   ASSIGN_OR_RETURN(Stream s, Stream::Create(ctx.api()));
-  ASSIGN_OR_RETURN(syncopate::testing::TestKernels tk, syncopate::testing::TestKernels::Load(ctx));
+  ASSIGN_OR_RETURN(syncopate::workloads::TestKernels tk,
+                   syncopate::workloads::TestKernels::Load(ctx));
   ASSIGN_OR_RETURN(Cublas cublas, LoadCublas(s.get()));
   // {M, N, K}: square, then Llama-style MLP / attention projections (K, N) pairs at M = 8192.
   const int64_t shapes[][3] = {{8192, 8192, 8192},  {8192, 14336, 4096}, {8192, 4096, 14336},

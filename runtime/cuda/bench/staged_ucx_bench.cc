@@ -6,7 +6,7 @@
 // pipeline (time per chunk should approach the slowest stage, not the sum). The received bytes are
 // checked after the timed rounds, so a row never reports a broken transfer.
 //
-// The ranks are forked (syncopate::testing::RunRanks) from a single-threaded parent: rank 0 runs
+// The ranks are forked (syncopate::workloads::RunRanks) from a single-threaded parent: rank 0 runs
 // the bootstrap hub and passes its address to rank 1 through a pipe (a hub thread in the parent
 // at fork time can leave libucm's lock held in the children; runtime/ucx/forked_bootstrap.h).
 //
@@ -179,7 +179,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::string why;
-  if (!testing::ProbeGpu(&why)) {  // in a child: this process stays free of CUDA for the forks
+  if (!workloads::ProbeGpu(&why)) {  // in a child: this process stays free of CUDA for the forks
     std::fprintf(stderr, "staged_ucx_bench needs a GPU: %s\n", why.c_str());
     return 1;
   }
@@ -194,7 +194,7 @@ int Main(int argc, char** argv) {
         absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
         if (!forked.ok()) return 1;
         const Row row{tls, pin, chunk};
-        std::vector<absl::Status> s = testing::RunRanks(
+        std::vector<absl::Status> s = workloads::RunRanks(
             2, absl::Seconds(300), [&](int r) { return BenchRank(r, *forked, *cfg, row); });
         for (size_t r = 0; r < s.size(); ++r) {
           if (s[r].ok()) continue;

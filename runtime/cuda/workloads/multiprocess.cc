@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/driver.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 namespace {
 
 void WriteAll(int fd, const std::string& s) {
@@ -124,4 +124,4 @@ std::string UniqueGroupId(const std::string& prefix) {
   return absl::StrCat(prefix, ::getpid(), "_", n++);
 }
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 
 // Forks `world` children; child r runs fn(r) and exits. Returns each rank's status; a child that
 // crashed, or did not finish within `timeout` (it is then killed), gets an Internal /
@@ -26,4 +26,4 @@ bool ProbeGpu(std::string* why);
 // A group id unique to this process and call ("t<pid>_<n>").
 std::string UniqueGroupId(const std::string& prefix);
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads

@@ -9,7 +9,7 @@
 #include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/base/status_macros.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 namespace {
 
 constexpr char kSource[] = R"cuda(
@@ -58,19 +58,38 @@ extern "C" __global__ void ref_gemm(const unsigned short* A, const unsigned shor
 }
 )cuda";
 
+template <class T>
+absl::StatusOr<std::vector<T>> Download(const cuda::DriverApi& api, CUdeviceptr p, int64_t count,
+                                        CUstream stream) {
+  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
+  std::vector<T> out(static_cast<size_t>(count));
+  CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(out.data(), p, out.size() * sizeof(T)));
+  return out;
+}
+
 }  // namespace
 
-absl::StatusOr<TestKernels> TestKernels::Load(const cuda::Context& context) {
+absl::StatusOr<cuda::Module> LoadHelperModule(
+    const cuda::Context& context, const std::string& source, const std::string& program_name,
+    std::initializer_list<std::pair<const char*, CUfunction*>> functions) {
   nvrtc::CompileOptions options;
   options.arch = absl::StrCat("sm_", context.compute_capability());
-  options.program_name = "syncopate_test_kernels.cu";
-  ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, nvrtc::Compile(kSource, options));
+  options.program_name = program_name;
+  ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, nvrtc::Compile(source, options));
+  ASSIGN_OR_RETURN(cuda::Module module, cuda::Module::LoadCompiled(context.api(), compiled));
+  for (const auto& [name, function] : functions) {
+    ASSIGN_OR_RETURN(*function, module.Function(name));
+  }
+  return module;
+}
+
+absl::StatusOr<TestKernels> TestKernels::Load(const cuda::Context& context) {
   TestKernels k;
   k.api_ = &context.api();
-  ASSIGN_OR_RETURN(k.module_, cuda::Module::LoadCompiled(context.api(), compiled));
-  ASSIGN_OR_RETURN(k.fill_, k.module_.Function("fill_random"));
-  ASSIGN_OR_RETURN(k.poison_, k.module_.Function("poison16"));
-  ASSIGN_OR_RETURN(k.gemm_, k.module_.Function("ref_gemm"));
+  ASSIGN_OR_RETURN(k.module_, LoadHelperModule(context, kSource, "syncopate_test_kernels.cu",
+                                               {{"fill_random", &k.fill_},
+                                                {"poison16", &k.poison_},
+                                                {"ref_gemm", &k.gemm_}}));
   return k;
 }
 
@@ -124,18 +143,12 @@ float HalfBitsToFloat(uint16_t bits, plan::DType dtype) {
 
 absl::StatusOr<std::vector<uint16_t>> Download16(const cuda::DriverApi& api, CUdeviceptr p,
                                                  int64_t count, CUstream stream) {
-  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
-  std::vector<uint16_t> out(static_cast<size_t>(count));
-  CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(out.data(), p, out.size() * 2));
-  return out;
+  return Download<uint16_t>(api, p, count, stream);
 }
 
 absl::StatusOr<std::vector<float>> DownloadF32(const cuda::DriverApi& api, CUdeviceptr p,
                                                int64_t count, CUstream stream) {
-  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
-  std::vector<float> out(static_cast<size_t>(count));
-  CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(out.data(), p, out.size() * 4));
-  return out;
+  return Download<float>(api, p, count, stream);
 }
 
 absl::Status CompareToReference(const std::vector<uint16_t>& got, const std::vector<float>& want,
@@ -173,4 +186,4 @@ absl::Status CompareToReference(const std::vector<uint16_t>& got, const std::vec
   return absl::OkStatus();
 }
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads

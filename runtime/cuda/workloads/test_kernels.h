@@ -8,14 +8,16 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/plan/plan.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 
 class TestKernels {
  public:
@@ -37,6 +39,13 @@ class TestKernels {
   CUfunction gemm_ = nullptr;
 };
 
+// NVRTC-compiles `source` for `context`'s GPU (not through the kernel cache), loads it and stores
+// each named function's handle through its pointer. TestKernels and tp_bench's CheckKernels share
+// it.
+absl::StatusOr<cuda::Module> LoadHelperModule(
+    const cuda::Context& context, const std::string& source, const std::string& program_name,
+    std::initializer_list<std::pair<const char*, CUfunction*>> functions);
+
 float HalfBitsToFloat(uint16_t bits, plan::DType dtype);
 
 // Copies `count` 16-bit elements / floats to the host (synchronous on `stream`).
@@ -52,4 +61,4 @@ absl::Status CompareToReference(const std::vector<uint16_t>& got, const std::vec
                                 int64_t rows, int64_t cols, plan::DType dtype, double rtol,
                                 double atol, const std::string& what);
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads

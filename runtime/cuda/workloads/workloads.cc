@@ -12,7 +12,7 @@
 #include "runtime/plan/templates.h"
 #include "runtime/cuda/workloads/test_kernels.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 namespace {
 
 using cuda::DeviceBuffer;
@@ -50,8 +50,17 @@ struct Setup {
   plan::Plan plan;
 };
 
-absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, const plan::Shape& shape,
-                              const jit::KernelSpec& spec) {
+enum class Collective { kAllGather, kReduceScatter };
+
+absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
+  // The plan moves rows of A [M, K] for AllGather+GEMM and of C [M, N] for GEMM+ReduceScatter.
+  const bool ag = collective == Collective::kAllGather;
+  const plan::Shape shape = ag ? plan::Shape{c.m, c.k} : plan::Shape{c.m, c.n};
+  const jit::KernelSpec spec =
+      ag ? (c.wgmma ? jit::GemmWgmmaSpecForAllGather(c.m, c.n, c.k, c.dtype)
+                    : jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype))
+         : (c.wgmma ? jit::GemmWgmmaSpecForReduceScatter(c.m, c.n, c.k, c.dtype)
+                    : jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype));
   Setup s;
   cache::KernelCache::Options co;
   co.dir = TestCacheDir();
@@ -141,9 +150,7 @@ std::string TestCacheDir() {
 }
 
 absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
-  jit::KernelSpec spec = c.wgmma ? jit::GemmWgmmaSpecForAllGather(c.m, c.n, c.k, c.dtype)
-                                 : jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype);
-  ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.k}, spec));
+  ASSIGN_OR_RETURN(Setup s, Prepare(c, Collective::kAllGather));
   const cuda::DriverApi& api = s.rt->api();
   CUstream st = s.stream.get();
   const int64_t es = 2;
@@ -210,9 +217,7 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
 }
 
 absl::Status RunGemmReduceScatter(const WorkloadConfig& c) {
-  jit::KernelSpec spec = c.wgmma ? jit::GemmWgmmaSpecForReduceScatter(c.m, c.n, c.k, c.dtype)
-                                 : jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype);
-  ASSIGN_OR_RETURN(Setup s, Prepare(c, {c.m, c.n}, spec));
+  ASSIGN_OR_RETURN(Setup s, Prepare(c, Collective::kReduceScatter));
   const cuda::DriverApi& api = s.rt->api();
   CUstream st = s.stream.get();
   const int64_t es = 2;
@@ -287,4 +292,4 @@ absl::Status RunGemmReduceScatter(const WorkloadConfig& c) {
   return status;
 }
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads

@@ -15,7 +15,7 @@
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/plan/plan.h"
 
-namespace syncopate::testing {
+namespace syncopate::workloads {
 
 struct WorkloadConfig {
   std::string group_id;
@@ -45,4 +45,4 @@ absl::Status RunGemmReduceScatter(const WorkloadConfig& config);
 // Directory of the kernel cache the test ranks share (so one rank compiles, the others load).
 std::string TestCacheDir();
 
-}  // namespace syncopate::testing
+}  // namespace syncopate::workloads
