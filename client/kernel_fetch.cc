@@ -14,6 +14,9 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
     CompileRequest request = base;
     request.arch = query.arch;
     request.known_cache_key.clear();  // the binary is what is wanted
+    // A wedged daemon must not hold a rank's build for the client's general RPC timeout (2
+    // minutes): past this, NVRTC compiles here.
+    if (request.timeout.count() <= 0) request.timeout = kDefaultFetchTimeout;
     if (query.plan_hash.empty()) {
       request.plan.clear();
       request.plan_hash.clear();

@@ -14,10 +14,16 @@
 // Thread-safety: as Client (safe); the fetcher copies `base`.
 #pragma once
 
+#include <chrono>
+
 #include "jit/build/kernel_build.h"
 #include "syncopate/client.h"
 
 namespace syncopate {
+
+// How long a fetch waits for the daemon when `base.timeout` is 0: long enough for the daemon's
+// own NVRTC compile of a large kernel (seconds), short of the client's 2-minute RPC default.
+inline constexpr std::chrono::milliseconds kDefaultFetchTimeout{20000};
 
 jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base);
 

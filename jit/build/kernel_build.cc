@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/validate.h"
+#include "spdlog/spdlog.h"
 
 namespace syncopate::jit {
 namespace {
@@ -18,7 +19,8 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// The path with symlinks resolved, or as given where it does not exist (NVRTC then reports it).
+// The path with symlinks resolved (and normalized where it does not exist); as given only when
+// the filesystem cannot be asked.
 std::string CanonicalPath(const std::string& path) {
   std::error_code error;
   std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
@@ -85,31 +87,44 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
       cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
   built.cache_key = key.hex();
   const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
-  auto compile = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
-    if (options.fetch) {
-      absl::StatusOr<FetchedKernel> fetched =
-          options.fetch(FetchQuery{built.cache_key, std::string(plan_hash), options.arch});
-      if (!fetched.ok()) {
-        built.fetch_error = fetched.status().ToString();
-      } else if (fetched->cache_key != built.cache_key) {
-        built.fetch_error = absl::StrCat("the fetched binary is for key ", fetched->cache_key,
-                                         ", this build's key is ", built.cache_key);
-      } else if (fetched->kernel.binary.empty()) {
-        built.fetch_error = "the fetched binary is empty";
-      } else {
-        built.fetched = true;
-        return std::move(fetched->kernel);
-      }
+  auto compile = [&]() { return nvrtc::Compile(generated.source, nvrtc_options); };
+  // The fetcher's answer, accepted only for this build's key; why not is kept for the caller.
+  auto fetch = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    absl::StatusOr<FetchedKernel> fetched =
+        options.fetch(FetchQuery{built.cache_key, std::string(plan_hash), options.arch});
+    if (!fetched.ok()) {
+      built.fetch_error = fetched.status().ToString();
+    } else if (fetched->cache_key != built.cache_key) {
+      built.fetch_error = absl::StrCat("the fetched binary is for key ", fetched->cache_key,
+                                       ", this build's key is ", built.cache_key);
+    } else if (fetched->kernel.binary.empty()) {
+      built.fetch_error = "the fetched binary is empty";
+    } else {
+      return std::move(fetched->kernel);
     }
-    return nvrtc::Compile(generated.source, nvrtc_options);
+    return absl::UnavailableError(built.fetch_error);
   };
   if (options.cache != nullptr) {
-    ASSIGN_OR_RETURN(cache::KernelCache::Result result, options.cache->GetOrCompile(key, compile));
+    const cache::KernelCache::CompileFn fetch_fn =
+        options.fetch ? cache::KernelCache::CompileFn(fetch) : nullptr;
+    ASSIGN_OR_RETURN(cache::KernelCache::Result result,
+                     options.cache->GetOrCompile(key, compile, fetch_fn));
     built.compiled = std::move(result.kernel);
     built.source = result.source;
+    built.fetched = result.source == cache::KernelCache::Source::kFetched;
   } else {
-    ASSIGN_OR_RETURN(nvrtc::CompiledKernel compiled, compile());
-    built.compiled = std::make_shared<const nvrtc::CompiledKernel>(std::move(compiled));
+    absl::StatusOr<nvrtc::CompiledKernel> compiled = absl::NotFoundError("no fetcher");
+    if (options.fetch) compiled = fetch();
+    built.fetched = compiled.ok();
+    if (!compiled.ok()) compiled = compile();
+    if (!compiled.ok()) return compiled.status();
+    built.compiled = std::make_shared<const nvrtc::CompiledKernel>(*std::move(compiled));
+  }
+  if (!built.fetch_error.empty()) {
+    // Said here, where it is known: a node whose daemon and ranks disagree on keys (another
+    // toolkit directory, say) would otherwise compile in every rank without a word.
+    spdlog::warn("kernel build: compiled {} here, not the fetched binary: {}",
+                 generated.entry_symbol, built.fetch_error);
   }
   built.generated = std::move(generated);
   built.elapsed_ms = MillisecondsSince(start);

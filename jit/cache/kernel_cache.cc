@@ -46,6 +46,8 @@ const char* SourceName(KernelCache::Source source) {
       return "disk";
     case KernelCache::Source::kCompiled:
       return "compiled";
+    case KernelCache::Source::kFetched:
+      return "fetched";
   }
   return "unknown";
 }
@@ -65,7 +67,8 @@ absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(Options options) 
 }
 
 absl::StatusOr<KernelCache::Result> KernelCache::GetOrCompile(const CacheKey& key,
-                                                              const CompileFn& compile) {
+                                                              const CompileFn& compile,
+                                                              const CompileFn& fetch) {
   const auto start = std::chrono::steady_clock::now();
   const std::string& hex = key.hex();
   std::shared_ptr<InFlight> flight;
@@ -101,7 +104,7 @@ absl::StatusOr<KernelCache::Result> KernelCache::GetOrCompile(const CacheKey& ke
 
   Source source = Source::kCompiled;
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> result =
-      Fetch(hex, compile, &source);
+      Fetch(hex, compile, fetch, &source);
   {
     absl::MutexLock lock(&mu_);
     // Publishing to memory and leaving the flight table happen under one lock, so a new request
@@ -135,8 +138,17 @@ absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::LoadFr
   return loaded.status();
 }
 
+void KernelCache::StoreOnDisk(const std::string& key, const nvrtc::CompiledKernel& kernel) {
+  if (disk_ == nullptr) return;
+  if (absl::Status written = disk_->Put(key, kernel); !written.ok()) {
+    spdlog::warn("kernel cache: cannot store entry {}: {}", key, written.ToString());
+    absl::MutexLock lock(&mu_);
+    ++stats_.disk_write_errors;
+  }
+}
+
 absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
-    const std::string& key, const CompileFn& compile, Source* source) {
+    const std::string& key, const CompileFn& compile, const CompileFn& fetch, Source* source) {
   std::optional<FileLock> file_lock;
   if (disk_ != nullptr) {
     if (auto hit = LoadFromDisk(key); hit.ok()) {
@@ -145,6 +157,20 @@ absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
       *source = Source::kDisk;
       return hit;
     }
+  }
+  if (fetch) {  // before the file lock: see GetOrCompile
+    if (absl::StatusOr<nvrtc::CompiledKernel> fetched = fetch(); fetched.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.misses;
+        ++stats_.fetched;
+      }
+      *source = Source::kFetched;
+      StoreOnDisk(key, *fetched);
+      return std::make_shared<const nvrtc::CompiledKernel>(*std::move(fetched));
+    }
+  }
+  if (disk_ != nullptr) {
     // Another process may be compiling this key: wait for its lock, then look again.
     absl::StatusOr<FileLock> acquired = FileLock::Acquire(disk_->LockPath(key));
     if (acquired.ok()) {
@@ -175,13 +201,7 @@ absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
     ++stats_.compile_failures;
     return compiled.status();
   }
-  if (disk_ != nullptr) {
-    if (absl::Status written = disk_->Put(key, *compiled); !written.ok()) {
-      spdlog::warn("kernel cache: cannot store entry {}: {}", key, written.ToString());
-      absl::MutexLock lock(&mu_);
-      ++stats_.disk_write_errors;
-    }
-  }
+  StoreOnDisk(key, *compiled);
   return std::make_shared<const nvrtc::CompiledKernel>(*std::move(compiled));
 }
 

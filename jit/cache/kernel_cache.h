@@ -38,6 +38,7 @@ struct CacheStats {
   uint64_t disk_hits = 0;
   uint64_t misses = 0;    // requests that found nothing in memory or on disk
   uint64_t compiles = 0;  // compile functions run by this process
+  uint64_t fetched = 0;   // misses served by a GetOrCompile `fetch` (e.g. the node's daemon)
   uint64_t compile_failures = 0;
   uint64_t shared_waits = 0;     // requests that joined another thread's compile
   uint64_t failed_key_hits = 0;  // requests answered from the remembered-failure table
@@ -61,7 +62,7 @@ class KernelCache {
     bool memory_only = false;
   };
 
-  enum class Source { kMemory, kDisk, kCompiled };
+  enum class Source { kMemory, kDisk, kCompiled, kFetched };
 
   struct Result {
     std::shared_ptr<const nvrtc::CompiledKernel> kernel;
@@ -77,10 +78,17 @@ class KernelCache {
   // written; a caller that wants to go on without disk can retry with memory_only.
   static absl::StatusOr<std::unique_ptr<KernelCache>> Open(Options options);
 
-  // The kernel for `key`: from memory, else from disk, else from `compile` (run at most once
-  // per key at a time across threads and processes). Errors are the compile's own status, or
-  // a cache-directory error if the per-key lock cannot be taken.
-  absl::StatusOr<Result> GetOrCompile(const CacheKey& key, const CompileFn& compile);
+  // The kernel for `key`: from memory, else from disk, else from `fetch` (when given), else from
+  // `compile` (run at most once per key at a time across threads and processes). Errors are the
+  // compile's own status, or a cache-directory error if the per-key lock cannot be taken.
+  //
+  // `fetch` is another place the kernel may already exist, e.g. the node's daemon. It is asked
+  // once per flight (threads of this process wait for it), after the disk miss and *before*
+  // the per-key file lock: a daemon that shares this directory compiles the same key under that
+  // lock, so asking it while holding the lock would make the request wait on itself. A fetched
+  // kernel is stored like a compiled one; a fetch error falls through to `compile`.
+  absl::StatusOr<Result> GetOrCompile(const CacheKey& key, const CompileFn& compile,
+                                      const CompileFn& fetch = {});
 
   CacheStats Stats() const;
   absl::StatusOr<std::vector<DiskStore::EntryInfo>> List() const;
@@ -103,7 +111,10 @@ class KernelCache {
   // The slow path of the thread that leads a key's flight: disk, cross-process lock, compile.
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> Fetch(const std::string& key,
                                                                      const CompileFn& compile,
+                                                                     const CompileFn& fetch,
                                                                      Source* source);
+  // Stores a kernel this process made (compiled or fetched) on disk; failures are counted.
+  void StoreOnDisk(const std::string& key, const nvrtc::CompiledKernel& kernel);
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> LoadFromDisk(const std::string& key);
 
   const Options options_;

@@ -77,7 +77,7 @@ struct PeerConn {
   // This rank's word that the peer sets before it closes its endpoints (Shutdown), and whether
   // this rank is closing its own: an endpoint error after either is the end of the connection,
   // not a failure, and is said so without a warning.
-  const uint64_t* goodbye = nullptr;
+  uint64_t* goodbye = nullptr;
   const bool* closing = nullptr;
 };
 
@@ -89,6 +89,10 @@ namespace {
 // progress thread only when the peer is alive (a dropped connection), once per peer.
 constexpr absl::Duration kExitGrace = absl::Milliseconds(20);
 
+// How long Shutdown waits for peers to acknowledge its goodbye word: a healthy peer's worker
+// does within microseconds to milliseconds; one that does not is treated as gone.
+constexpr absl::Duration kGoodbyeWait = absl::Seconds(1);
+
 // Error handler of every endpoint (PEER mode); runs on the worker thread. When the peer's
 // process has exited, say so: that is the cause, UCX's status ("Endpoint timeout",
 // "Connection reset by remote peer") only its symptom.
@@ -97,7 +101,9 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   absl::Status why = UcsError(status, "endpoint error");
   const bool said_goodbye =
       pc->goodbye != nullptr &&
-      std::atomic_ref<const uint64_t>(*pc->goodbye).load(std::memory_order_acquire) != 0;
+      std::atomic_ref<uint64_t>(*pc->goodbye).load(std::memory_order_acquire) != 0;
+  // While we close our own endpoints every error is the end of the connection, even a peer that
+  // crashed in that window: nothing of ours depends on it any more, so nothing is reported.
   if (said_goodbye || (pc->closing != nullptr && *pc->closing)) {
     pc->transport->MarkPeerFailed(
         pc->rank,
@@ -376,10 +382,9 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
   for (const Card& c : parsed) labels_.push_back(c.label);
   for (int r = 0; r < world_size_; ++r) {
     if (parsed[r].regions.size() != impl_->regions.size()) {
-      // Both counts include the goodbye word's region; name what the callers registered.
-      return absl::FailedPreconditionError(
-          absl::StrCat(PeerName(r), " registered ", parsed[r].regions.size() - 1,
-                       " memory regions, rank ", rank_, " ", impl_->regions.size() - 1));
+      return absl::FailedPreconditionError(absl::StrCat(
+          PeerName(r), " registered ", parsed[r].regions.size(), " memory regions, rank ", rank_,
+          " ", impl_->regions.size(), " (each count includes the transport's goodbye region)"));
     }
     for (size_t i = 0; i < impl_->regions.size(); ++i) {
       if (std::get<0>(parsed[r].regions[i]) != impl_->regions[i].name) {
@@ -406,8 +411,7 @@ absl::Status UcxTransport::Connect(Bootstrap& bootstrap, absl::Time deadline) {
           pc->transport = this;
           pc->rank = r;
           pc->liveness = &impl_->liveness;
-          pc->goodbye =
-              static_cast<const uint64_t*>(impl_->regions[goodbye_region_].memh.address()) + r;
+          pc->goodbye = static_cast<uint64_t*>(impl_->regions[goodbye_region_].memh.address()) + r;
           pc->closing = &impl_->closing;
           absl::StatusOr<Endpoint> ep = Endpoint::Create(
               impl_->worker, parsed[r].address,
@@ -458,6 +462,7 @@ void UcxTransport::MarkPeerFailed(int peer, absl::Status why, bool expected) {
     spdlog::debug("rank {}: {}", rank_, std::string(s.message()));
   } else {
     spdlog::warn("rank {}: {}", rank_, std::string(s.message()));
+    num_broken_.fetch_add(1, std::memory_order_release);
   }
   peer_status_[peer] = s;
   if (!first_failure_.has_value()) first_failure_.emplace(peer, s);
@@ -763,15 +768,22 @@ absl::Status UcxTransport::Wait(const Completion& completion, absl::Time deadlin
 
 namespace {
 
-// Sets this rank's word in every peer's goodbye region and waits (bounded) until each put is
-// flushed, so a peer that sees our endpoint close next knows it was a shutdown. Worker thread.
-// Best effort: a peer that does not acknowledge in time only loses the distinction.
-void SayGoodbye(ucp_worker_h worker, const std::vector<std::unique_ptr<PeerConn>>& peers,
-                int region, int rank, absl::Duration timeout) {
+// Sets this rank's word in the goodbye region of every `healthy` peer and waits (at most
+// `timeout`) until each put is flushed, so a peer that sees our endpoint close next knows it was
+// a shutdown. Returns, by rank, whose flush completed. Worker thread.
+std::vector<bool> SayGoodbye(ucp_worker_h worker,
+                             const std::vector<std::unique_ptr<PeerConn>>& peers,
+                             const std::vector<bool>& healthy, int region, int rank,
+                             absl::Duration timeout) {
+  // Static: the put's request is freed before the put completes, so its buffer must outlive us.
   static const uint64_t kGoodbye = 1;
-  std::vector<void*> pending;
+  std::vector<bool> acknowledged(peers.size(), false);
+  std::vector<std::pair<int, void*>> pending;
   for (const auto& pc : peers) {
-    if (pc == nullptr || pc->closed || region >= static_cast<int>(pc->regions.size())) continue;
+    if (pc == nullptr || pc->closed || !healthy[pc->rank] ||
+        region >= static_cast<int>(pc->regions.size())) {
+      continue;
+    }
     const RemoteRegion& rr = pc->regions[region];
     ucp_request_param_t none = {};
     ucs_status_ptr_t put = ucp_put_nbx(pc->ep.get(), &kGoodbye, sizeof kGoodbye,
@@ -779,20 +791,29 @@ void SayGoodbye(ucp_worker_h worker, const std::vector<std::unique_ptr<PeerConn>
     if (UCS_PTR_IS_ERR(put)) continue;
     if (put != nullptr) ucp_request_free(put);  // the flush below completes after it
     ucs_status_ptr_t flush = ucp_ep_flush_nbx(pc->ep.get(), &none);
-    if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) pending.push_back(flush);
+    if (flush == nullptr) {
+      acknowledged[pc->rank] = true;
+    } else if (!UCS_PTR_IS_ERR(flush)) {
+      pending.emplace_back(pc->rank, flush);
+    }
   }
   const absl::Time deadline = absl::Now() + timeout;
   while (!pending.empty() && absl::Now() <= deadline) {
     if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
-    for (void*& r : pending) {
-      if (r != nullptr && ucp_request_check_status(r) != UCS_INPROGRESS) {
-        ucp_request_free(r);
-        r = nullptr;
-      }
+    for (auto& [peer, r] : pending) {
+      if (r == nullptr) continue;
+      ucs_status_t st = ucp_request_check_status(r);
+      if (st == UCS_INPROGRESS) continue;
+      acknowledged[peer] = st == UCS_OK;
+      ucp_request_free(r);
+      r = nullptr;
     }
-    pending.erase(std::remove(pending.begin(), pending.end(), nullptr), pending.end());
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const auto& p) { return p.second == nullptr; }),
+                  pending.end());
   }
-  for (void* r : pending) ucp_request_free(r);  // completes when the worker goes
+  for (auto& [peer, r] : pending) ucp_request_free(r);  // completes when the worker goes
+  return acknowledged;
 }
 
 // Closes the given peers' endpoints under one time bound; worker thread. Returns the peers
@@ -870,15 +891,26 @@ absl::Status UcxTransport::Shutdown() {
         // it until teardown_timeout), and a forced close completes locally, so Shutdown still
         // returns ok. Only closes that do not finish in time make it fail, never failed peers.
         im.liveness = PeerLiveness();
-        if (num_failed_.load() == 0 && options_.error_handling == ErrorHandling::kPeer) {
-          SayGoodbye(im.worker.get(), im.peers, goodbye_region_, rank_, options_.teardown_timeout);
+        // Goodbye to every healthy peer (only PEER mode reports closed endpoints at all); one
+        // that does not acknowledge within kGoodbyeWait is stopped or gone, and gets a forced
+        // close below instead of a flush that could wait the whole teardown_timeout on it.
+        std::vector<bool> healthy(im.peers.size(), false);
+        for (size_t r = 0; r < im.peers.size(); ++r) {
+          healthy[r] = im.peers[r] != nullptr && PeerStatus(static_cast<int>(r)).ok();
+        }
+        std::vector<bool> acknowledged(im.peers.size(), false);
+        if (options_.error_handling == ErrorHandling::kPeer) {
+          acknowledged = SayGoodbye(im.worker.get(), im.peers, healthy, goodbye_region_, rank_,
+                                    kGoodbyeWait);
         }
         std::vector<std::pair<PeerConn*, bool>> eps;
         for (auto& pc : im.peers) {
           if (pc == nullptr || pc->closed) continue;
-          // Force when flushing is pointless or could wait on a dead or stopped peer: the peer
-          // failed, the group is already broken (any failure), or UCX cannot detect failures.
-          eps.emplace_back(pc.get(), num_failed_.load() > 0 ||
+          // Force when flushing is pointless or could wait on a dead or stopped peer: this peer
+          // is gone (failed, shut down, or silent to our goodbye), the group is broken (a
+          // failure other than a peer's shutdown), or UCX cannot detect failures.
+          eps.emplace_back(pc.get(), !healthy[pc->rank] || !acknowledged[pc->rank] ||
+                                         num_broken_.load() > 0 ||
                                          options_.error_handling == ErrorHandling::kNone);
         }
         std::vector<int> late =
@@ -901,7 +933,7 @@ absl::Status UcxTransport::Shutdown() {
         }
         return absl::OkStatus();
       },
-      absl::Now() + 2 * options_.teardown_timeout + absl::Seconds(10));  // goodbye + close
+      absl::Now() + kGoodbyeWait + options_.teardown_timeout + absl::Seconds(10));
   impl_->stop.store(true, std::memory_order_release);
   impl_->thread.join();
   // Commands posted while shutting down never ran; finish them so no waiter waits forever.

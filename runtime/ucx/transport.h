@@ -171,11 +171,11 @@ class UcxTransport {
   void MarkPeerFailed(int peer, absl::Status why, bool expected = false);
   // Force-closes every endpoint now (abort, fault injection); later operations fail.
   void DropConnections();
-  // Tells every peer it is shutting down (a word in their memory, so their endpoint error
-  // afterwards reads "shut down its transport", without a warning), closes endpoints (flushing
-  // while every peer is healthy, forcing once any failed), releases remote keys, memory, worker
-  // and context; stops the progress thread. Bounded by twice teardown_timeout plus a small
-  // margin. Idempotent.
+  // Tells every healthy peer it is shutting down (a word in their memory, so their endpoint
+  // error afterwards reads "shut down its transport", without a warning; waits up to a second
+  // for them to acknowledge), closes endpoints (flushing to peers that acknowledged while no
+  // peer broke, forcing otherwise), releases remote keys, memory, worker and context; stops the
+  // progress thread. Bounded by teardown_timeout plus a second plus a small margin. Idempotent.
   absl::Status Shutdown();
 
   // Operations posted but not completed (for tests: zero after teardown means none leaked).
@@ -196,7 +196,8 @@ class UcxTransport {
   int goodbye_region_ = -1;  // allocated by Connect
   std::vector<std::string> labels_;  // per rank, set by Connect
   std::atomic<int64_t> in_flight_{0};
-  std::atomic<int> num_failed_{0};
+  std::atomic<int> num_failed_{0};  // peers failed for any reason (ops to them fail)
+  std::atomic<int> num_broken_{0};  // of those, failures other than a peer's clean shutdown
   mutable absl::Mutex fail_mu_;
   std::vector<absl::Status> peer_status_ ABSL_GUARDED_BY(fail_mu_);
   std::optional<std::pair<int, absl::Status>> first_failure_ ABSL_GUARDED_BY(fail_mu_);

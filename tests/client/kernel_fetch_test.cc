@@ -136,13 +136,38 @@ TEST_F(KernelFetchTest, FetchedBinaryFillsTheLocalCache) {
   auto first = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_TRUE(first->fetched) << first->fetch_error;
+  EXPECT_EQ(first->source, cache::KernelCache::Source::kFetched);
   auto second = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->source, cache::KernelCache::Source::kMemory);
   EXPECT_FALSE(second->fetched);  // served from the cache: neither fetched nor compiled
   EXPECT_EQ(fetches.load(), 1);
-  EXPECT_EQ((*cache)->Stats().compiles, 1u);  // the cache counts the fetch as its one fill
+  EXPECT_EQ((*cache)->Stats().fetched, 1u);
+  EXPECT_EQ((*cache)->Stats().compiles, 0u);  // no NVRTC here
   EXPECT_EQ(second->compiled->binary, first->compiled->binary);
+}
+
+// The runtime's disk cache and the daemon's in one directory (the demo's setup): the daemon
+// compiles the key under the directory's per-key lock, so the runtime must ask it before taking
+// that lock itself, or the request would wait on itself until its timeout.
+TEST_F(KernelFetchTest, SharedCacheDirectoryIsNotADeadlock) {
+  testing::TempDir dir;
+  EmbeddedOptions embedded;
+  embedded.cache_dir = dir.Path("cache");
+  auto daemon = Client::Embedded(embedded);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  cache::KernelCache::Options options;
+  options.dir = dir.Path("cache");
+  auto cache = cache::KernelCache::Open(options);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  jit::BuildOptions build;
+  build.cache = cache->get();
+  CompileRequest base = base_;
+  base.timeout = std::chrono::seconds(60);  // a deadlock would end here, as a failed fetch
+  build.fetch = DaemonKernelFetcher(*daemon, base);
+  auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_TRUE(built->fetched) << built->fetch_error;
 }
 
 class KernelFetchDaemonProcessTest : public KernelFetchTest {
@@ -154,7 +179,6 @@ class KernelFetchDaemonProcessTest : public KernelFetchTest {
     auto client = Client::Connect(daemon_->socket());
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_.emplace(*client);
-    base_.timeout = std::chrono::seconds(2);  // bounds a stopped daemon's hold on the build
   }
   testing::TempDir dir_;
   std::unique_ptr<testing::DaemonProcess> daemon_;
@@ -173,6 +197,7 @@ TEST_F(KernelFetchDaemonProcessTest, KilledDaemonLeavesTheBuildToNvrtc) {
 }
 
 TEST_F(KernelFetchDaemonProcessTest, StoppedDaemonIsGivenUpAtTheRequestTimeout) {
+  base_.timeout = std::chrono::seconds(2);  // bounds a stopped daemon's hold on the build
   daemon_->process().Signal(SIGSTOP);
   auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, WithFetcher(base_));
   daemon_->process().Signal(SIGCONT);

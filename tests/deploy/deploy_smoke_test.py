@@ -128,8 +128,8 @@ class Daemon:
         self.port_file = os.path.join(scratch, label + ".port")
         argv = argv + ["--listen=127.0.0.1:0", "--port_file=" + self.port_file]
         print("%s: %s" % (label, " ".join(argv)))
-        self.process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                        stderr=open(self.log, "w"))
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
     def wait_ready(self, socket_path):
         deadline = time.monotonic() + 30
@@ -160,7 +160,17 @@ class Daemon:
 
 def exercise(daemon, socket_path, name_pattern, grace_seconds):
     """What every deployment must give: health locally and to token-less probes, token-gated
-    TCP, its name (node@address, as peers see it), and a clean drain."""
+    TCP, its name (node@address, as peers see it), and a clean drain. The daemon never outlives
+    this call, whichever check fails."""
+    try:
+        checks(daemon, socket_path, name_pattern, grace_seconds)
+    finally:
+        if daemon.process.poll() is None:
+            daemon.process.kill()
+            daemon.process.wait()
+
+
+def checks(daemon, socket_path, name_pattern, grace_seconds):
     tcp = daemon.wait_ready(socket_path)
     check(health("unix:" + socket_path) == SERVING, daemon.label + ": health on the Unix socket")
     check(health(tcp) == SERVING, daemon.label + ": health over TCP without a token (probes)")

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -53,17 +54,36 @@ TEST_F(ScratchDir, DifferentToolkitsGiveDifferentKeys) {
             KeyWith((root_ / "cuda-13.0" / "include").string()));
 }
 
-TEST(CudaIncludeDirTest, EnvironmentOverridesTheBuildDefault) {
-  const std::string fallback = CudaIncludeDir();
-  EXPECT_FALSE(fallback.empty());
-  ::setenv("SYNCOPATE_CUDA_INCLUDE", "/opt/toolkit/include", 1);
-  EXPECT_EQ(CudaIncludeDir(), "/opt/toolkit/include");
-  ::unsetenv("SYNCOPATE_CUDA_INCLUDE");
-  EXPECT_EQ(CudaIncludeDir(), fallback);
+// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(CudaIncludeDirTest, EnvironmentOverridesCudaHomeWhichOverridesTheBuild) {
+  ScopedEnv no_override("SYNCOPATE_CUDA_INCLUDE", nullptr);
+  {
+    ScopedEnv home("CUDA_HOME", "/opt/cuda-home");
+    EXPECT_EQ(CudaIncludeDir(), "/opt/cuda-home/include");
+    ScopedEnv explicit_dir("SYNCOPATE_CUDA_INCLUDE", "/opt/toolkit/include");
+    EXPECT_EQ(CudaIncludeDir(), "/opt/toolkit/include");
+  }
+  // Neither set: the toolkit this build was configured with.
+  ScopedEnv no_home("CUDA_HOME", nullptr);
+  EXPECT_EQ(CudaIncludeDir(), SYNCOPATE_BUILD_CUDA_INCLUDE);
 }
 
 // The default spelled explicitly is the same key as the default left empty, so a daemon told its
-// directory in config and a runtime left to find it agree.
+// directory in config and a runtime left to find it agree. (Guards against a second default
+// creeping back in, which is how CI once saw two keys for one kernel.)
 TEST(CudaIncludeDirTest, EmptyMeansTheDefault) { EXPECT_EQ(KeyWith(""), KeyWith(CudaIncludeDir())); }
 
 }  // namespace

@@ -364,7 +364,7 @@ int Driver(const char* self, bool quick, int trials, const std::string& perftest
   std::printf("# chunk = PutWithSignal (data put, then flush|fence, then 8-byte signal put); "
               "window %d for bandwidth\n", kWindow);
   std::printf("# perftest = ucx_perftest ucp_put_bw (overall MB/s, best of -O 1 and -O %d) / "
-              "ucp_put_lat (avg usec)\n", kWindow);
+              "ucp_put_lat (avg usec); warm-up -w iters/4 (min 8) for both\n", kWindow);
   std::printf("# %d trials; each runs perftest, then ours (flush, fence) back to back; figures are "
               "medians over trials, ratio = median ours / median perftest, trial ratios = min-max "
               "of the per-trial ratios\n", trials);
