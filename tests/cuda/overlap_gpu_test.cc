@@ -11,6 +11,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/gpu_test_env.h"
+#if SYNCOPATE_GPU_TEST_WITH_DAEMON
+#include "client/kernel_fetch.h"
+#include "runtime/plan_io/plan_proto.h"
+#include "tests/server/subprocess.h"
+#endif
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/workloads.h"
 
@@ -160,6 +165,44 @@ TEST(FusedLoopTest, ThousandsOfLaunches) {
     }
   }
 }
+
+#if SYNCOPATE_GPU_TEST_WITH_DAEMON
+// The daemon's binary end to end: a real syncopated compiles the fused kernel (for the arch the
+// runtime asks, sm_90a on Hopper), each rank process fetches it through the client library,
+// loads it and runs it; every output element is checked as in every workload test.
+TEST(FusedFetchTest, RanksRunTheDaemonsBinaryAndMatchTheReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  TempDir dir;
+  // $SYNCOPATED on the GPU machine, where the bundle (scripts/gpu-run.sh) carries the daemon.
+  const char* syncopated = std::getenv("SYNCOPATED");
+  DaemonProcess daemon(syncopated != nullptr ? syncopated : SYNCOPATED_PATH, dir, "gpu_fetch",
+                       {"--cache_dir=" + dir.Path("cache")});
+  ASSERT_TRUE(daemon.ok()) << daemon.Log();
+  WorkloadConfig c;
+  c.launches = 3;
+  // Made in each rank process (after the fork): gRPC is never started before it.
+  c.fetcher = [socket = daemon.socket()](const plan::Plan& plan, const jit::KernelSpec& spec,
+                                         std::string_view source) -> jit::KernelFetcher {
+    Result<Client> client = Client::Connect(socket);
+    if (!client.ok()) {
+      return [why = client.status().ToString()](const jit::FetchQuery&)
+                 -> absl::StatusOr<jit::FetchedKernel> { return absl::UnavailableError(why); };
+    }
+    CompileRequest base;
+    base.kernel.source = std::string(source);
+    base.kernel.spec = jit::FormatKernelSpec(spec);
+    if (!plan_io::ToProto(plan).SerializeToString(&base.plan)) return {};
+    return DaemonKernelFetcher(*client, base);
+  };
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 256, 128, 64}, c);
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r]
+                                   << "\n--- daemon log ---\n" << daemon.Log();
+    }
+  }
+}
+#endif
 
 TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
   SYNCOPATE_REQUIRE_GPU();

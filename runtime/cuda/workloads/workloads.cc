@@ -64,6 +64,7 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   Setup s;
   cache::KernelCache::Options co;
   co.dir = TestCacheDir();
+  co.memory_only = static_cast<bool>(c.fetcher);
   ASSIGN_OR_RETURN(s.cache, cache::KernelCache::Open(co));
   cuda::GroupOptions go;
   go.group_id = c.group_id;
@@ -84,7 +85,13 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   }
   ASSIGN_OR_RETURN(std::string_view source,
                    jit::ExampleKernelSource(c.wgmma ? "gemm_wgmma.cuh" : "gemm_mma.cuh"));
-  ASSIGN_OR_RETURN(s.kernel, s.rt->Compile(s.plan, spec, source));
+  jit::KernelFetcher fetch = c.fetcher ? c.fetcher(s.plan, spec, source) : jit::KernelFetcher();
+  ASSIGN_OR_RETURN(s.kernel, s.rt->Compile(s.plan, spec, source, fetch));
+  if (c.fetcher && !s.kernel->fetched()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", c.rank, " compiled the fused kernel itself instead of loading the fetched "
+        "binary: ", s.kernel->fetch_error().empty() ? "no fetcher" : s.kernel->fetch_error()));
+  }
   ASSIGN_OR_RETURN(TestKernels tk, TestKernels::Load(s.rt->group().context()));
   s.tk = std::make_unique<TestKernels>(std::move(tk));
   ASSIGN_OR_RETURN(s.stream, cuda::Stream::Create(s.rt->api()));

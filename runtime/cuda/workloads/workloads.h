@@ -8,10 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "jit/build/kernel_build.h"
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/plan/plan.h"
 
@@ -37,6 +40,12 @@ struct WorkloadConfig {
   // The Hopper kernel (examples/kernels/gemm_wgmma.cuh) instead of gemm_mma.cuh; needs sm_90:
   // elsewhere the workload returns FailedPrecondition("... needs sm_90 ...").
   bool wgmma = false;
+  // Where the fused kernel's binary comes from, made in the rank process for what it builds
+  // (e.g. DaemonKernelFetcher over a Client of the node's daemon). When set, the rank's kernel
+  // cache is in memory only, so every rank asks, and a rank whose binary was not fetched fails
+  // naming why: the run checks the fetched binary end to end.
+  std::function<jit::KernelFetcher(const plan::Plan&, const jit::KernelSpec&, std::string_view)>
+      fetcher;
 };
 
 absl::Status RunAllGatherGemm(const WorkloadConfig& config);
