@@ -6,7 +6,7 @@
 // Two processes: this one (rank 0, the driver) and itself re-executed as rank 1 (--role=target),
 // joined through an in-process TCP bootstrap hub. Prints one table with ratios.
 //
-// Usage: ucx_chunk_bench [--quick] [--trials=N] [--perftest=/usr/bin/ucx_perftest]
+// Usage: ucx_chunk_bench [--quick] [--trials=N] [--tls=tcp,shm] [--perftest=/usr/bin/ucx_perftest]
 // Both sides are measured in N interleaved trials (default 5; 1 with --quick) and compared by
 // medians: on a shared machine one perftest run moved 2-7x between runs, so single runs could not
 // settle a 90% goal.
@@ -353,7 +353,8 @@ void PrintTable(const std::vector<Trial>& trials, bool fence, bool bandwidth) {
   }
 }
 
-int Driver(const char* self, bool quick, int trials, const std::string& perftest) {
+int Driver(const char* self, bool quick, int trials, const std::string& perftest,
+           const std::vector<std::string>& transports) {
   char load[128] = {};
   if (FILE* f = fopen("/proc/loadavg", "r")) {
     if (fgets(load, sizeof load, f) == nullptr) load[0] = 0;
@@ -369,7 +370,7 @@ int Driver(const char* self, bool quick, int trials, const std::string& perftest
               "medians over trials, ratio = median ours / median perftest, trial ratios = min-max "
               "of the per-trial ratios\n", trials);
   int port = 20000 + getpid() % 20000;
-  for (std::string tls : {"tcp", "shm"}) {
+  for (const std::string& tls : transports) {
     std::vector<Trial> runs;
     for (int trial = 0; trial < trials; ++trial) {
       Trial t;
@@ -440,7 +441,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--trials wants a positive integer, got '%s'\n", kv["--trials"].c_str());
     return 2;
   }
-  return Driver("/proc/self/exe", quick, trials, perftest);
+  std::vector<std::string> transports = {"tcp", "shm"};
+  if (kv.count("--tls")) transports = absl::StrSplit(kv["--tls"], ',', absl::SkipEmpty());
+  return Driver("/proc/self/exe", quick, trials, perftest, transports);
 }
 
 }  // namespace
