@@ -6,6 +6,11 @@
 //   syncopate compile --kernel my.cuh --spec my.spec --template allgather.ring --world 8
 //                     --shape 8192,4096 --arch sm_90 --out fused.cubin   (one command line)
 //   syncopate compile --workload gemm_rs --emit-source > fused.cu
+//   syncopate compile --workload ag_gemm --daemon /run/syncopate/syncopated.sock   (pre-warm)
+//
+// With --daemon the binary comes from the node's syncopated (which compiles it once, into its
+// cache, for every later job and rank on the node) and is used only for the key this command
+// derives; should the daemon fail or disagree, NVRTC compiles here and the reason is printed.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -21,6 +26,11 @@
 #include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "runtime/plan/validate.h"
+#if SYNCOPATE_HAVE_DAEMON_STEP
+#include "client/kernel_fetch.h"
+#include "runtime/plan_io/plan_proto.h"
+#include "syncopate/client.h"
+#endif
 
 namespace syncopate::cli {
 namespace {
@@ -31,6 +41,8 @@ struct Options : KernelBuildOptions {
   bool emit_source = false;
   bool explain_key = false;
   std::string out;
+  std::string daemon;  // Unix socket or host:port of a syncopated: take the binary from it
+  std::string token;   // for a TCP daemon
   bool help = false;
 };
 
@@ -54,6 +66,10 @@ int RunCompile(const std::vector<std::string>& args) {
   flags.AddBool("emit-source", &o.emit_source, "print the generated CUDA source and stop");
   flags.AddBool("explain-key", &o.explain_key, "print the cache key's parts");
   flags.AddString("out", &o.out, "where to write the cubin (default ./<entry>.cubin)");
+  flags.AddString("daemon", &o.daemon,
+                  "take the binary from this syncopated (Unix socket or host:port), which "
+                  "compiles it into its cache; NVRTC here if it cannot");
+  flags.AddString("token", &o.token, "shared token for a --daemon given as host:port");
   flags.AddBool("help", &o.help, "print this help");
   if (absl::Status s = flags.Parse(args, nullptr); !s.ok()) return Fail(kExitUsage, s.message());
   if (o.help) {
@@ -115,6 +131,26 @@ int RunCompile(const std::vector<std::string>& args) {
                    .c_str(),
                stdout);
   }
+  if (!o.daemon.empty()) {
+#if SYNCOPATE_HAVE_DAEMON_STEP
+    ClientOptions client_options;
+    client_options.token = o.token;
+    Result<Client> client = Client::Connect(o.daemon, client_options);
+    if (!client.ok()) {
+      return Fail(kExitFailed, absl::StrCat("--daemon ", o.daemon, ": ",
+                                            client.status().ToString()));
+    }
+    CompileRequest base;
+    base.kernel.source = workload->kernel_source;
+    base.kernel.spec = jit::FormatKernelSpec(workload->spec);
+    if (!o.local && !plan_io::ToProto(*plan).SerializeToString(&base.plan)) {
+      return Fail(kExitFailed, "serializing the plan for the daemon");
+    }
+    build.fetch = DaemonKernelFetcher(*client, std::move(base));
+#else
+    return Fail(kExitUsage, "--daemon: this build has no client library (SYNCOPATE_BUILD_SERVER)");
+#endif
+  }
   const jit::LaunchMetadata metadata = generated->metadata;
   auto built = jit::BuildGeneratedKernel(*std::move(generated), plan_hash, build);
   if (!built.ok()) return Fail(kExitFailed, built.status().message());
@@ -145,6 +181,13 @@ int RunCompile(const std::vector<std::string>& args) {
       built->compiled->target.c_str(), built->elapsed_ms,
       o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built->source)).c_str());
   std::printf("key      %s\n", built->cache_key.c_str());
+  if (!o.daemon.empty()) {
+    std::printf("daemon   %s\n",
+                built->fetched ? "binary from the daemon (same key)"
+                : built->fetch_error.empty()
+                    ? "not asked: the local cache had the kernel"
+                    : absl::StrCat("not used, compiled here: ", built->fetch_error).c_str());
+  }
   std::printf("wrote    %s (%zu bytes)\n", out.c_str(), built->compiled->binary.size());
   return kExitOk;
 }
