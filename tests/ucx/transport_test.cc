@@ -164,6 +164,18 @@ TEST_P(TransportTest, OutOfRangeSegmentIsAnError) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Puts to `peer` (a chunk, then a flush) until one fails, at most 50 times, each bounded: how a
+// survivor finds out that a peer went. Returns the failure (OK if every operation succeeded).
+absl::Status UseUntilFailure(UcxTransport& t, int peer) {
+  absl::Status s;
+  for (int i = 0; i < 50 && s.ok(); ++i) {
+    s = t.Wait(t.PutWithSignal(peer, 0, 0, {{0, 0, 4096}}, {1, 0}, i + 1),
+               absl::Now() + absl::Seconds(3), "put to a peer that went");
+    if (s.ok()) s = t.Wait(t.Flush(peer), absl::Now() + absl::Seconds(3), "flush");
+  }
+  return s;
+}
+
 TEST_P(TransportTest, PeerThatGoesAwayFailsOperationsNamingIt) {
   if (GetParam() == "shm") {
     // The peer here is a thread of this process, so the pidfd liveness check (which catches a
@@ -175,16 +187,8 @@ TEST_P(TransportTest, PeerThatGoesAwayFailsOperationsNamingIt) {
   Start(&RegisterDataAndSignals);
   t_[1]->DropConnections();
   ASSERT_TRUE(t_[1]->Shutdown().ok() || true);  // its own teardown may report a late close
-  // Over tcp the endpoint error names rank 1 at once; over shared memory nothing tells us, so
-  // the deadline does. Either way: an error naming the peer, never a hang.
-  absl::Status s;
-  for (int i = 0; i < 50 && s.ok(); ++i) {
-    Completion c = t_[0]->PutWithSignal(1, 0, 0, {{0, 0, 4096}}, {1, 0}, i + 1);
-    s = t_[0]->Wait(c, absl::Now() + absl::Seconds(3), "put to a gone peer");
-    if (s.ok()) {
-      s = t_[0]->Wait(t_[0]->Flush(1), absl::Now() + absl::Seconds(3), "flush to a gone peer");
-    }
-  }
+  // Over tcp the endpoint error names rank 1 at once: an error naming the peer, never a hang.
+  absl::Status s = UseUntilFailure(*t_[0], 1);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("rank 1 ("));
   EXPECT_TRUE(t_[0]->PeerStatus(1).code() != absl::StatusCode::kOk);
@@ -202,14 +206,7 @@ TEST_P(TransportTest, PeerThatShutsDownIsNamedAsShutDown) {
   }
   Start(&RegisterDataAndSignals);
   ASSERT_TRUE(t_[1]->Shutdown().ok());
-  absl::Status s;
-  for (int i = 0; i < 50 && s.ok(); ++i) {
-    Completion c = t_[0]->PutWithSignal(1, 0, 0, {{0, 0, 4096}}, {1, 0}, i + 1);
-    s = t_[0]->Wait(c, absl::Now() + absl::Seconds(3), "put to a peer that shut down");
-    if (s.ok()) {
-      s = t_[0]->Wait(t_[0]->Flush(1), absl::Now() + absl::Seconds(3), "flush");
-    }
-  }
+  absl::Status s = UseUntilFailure(*t_[0], 1);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("rank 1 ("));
   EXPECT_THAT(t_[0]->PeerStatus(1).message(), HasSubstr("shut down its transport"))
@@ -225,21 +222,11 @@ TEST_P(TransportTest, PeerThatShutsDownIsNamedAsShutDown) {
 TEST_P(TransportTest, RanksShuttingDownInTurnAreEachNamedAsShutDown) {
   if (GetParam() == "shm") GTEST_SKIP() << "no endpoint errors over UCX 1.13 shm (see above)";
   Start(&RegisterDataAndSignals, SignalOrdering::kFlush, /*world=*/3);
-  // Whether `t` has seen `peer` go, by using it until an operation fails (bounded).
-  auto peer_gone = [](UcxTransport& t, int peer) {
-    absl::Status s;
-    for (int i = 0; i < 50 && s.ok(); ++i) {
-      s = t.Wait(t.PutWithSignal(peer, 0, 0, {{0, 0, 64}}, {1, 0}, i + 1),
-                 absl::Now() + absl::Seconds(3), "put");
-      if (s.ok()) s = t.Wait(t.Flush(peer), absl::Now() + absl::Seconds(3), "flush");
-    }
-    return !s.ok();
-  };
   ASSERT_TRUE(t_[0]->Shutdown().ok());
-  ASSERT_TRUE(peer_gone(*t_[1], 0));
-  ASSERT_TRUE(peer_gone(*t_[2], 0));
+  ASSERT_FALSE(UseUntilFailure(*t_[1], 0).ok());
+  ASSERT_FALSE(UseUntilFailure(*t_[2], 0).ok());
   ASSERT_TRUE(t_[1]->Shutdown().ok());
-  ASSERT_TRUE(peer_gone(*t_[2], 1));
+  ASSERT_FALSE(UseUntilFailure(*t_[2], 1).ok());
   for (auto [who, peer] : {std::pair{1, 0}, {2, 0}, {2, 1}}) {
     EXPECT_THAT(t_[who]->PeerStatus(peer).message(), HasSubstr("shut down its transport"))
         << "rank " << who << " on rank " << peer << ": " << t_[who]->PeerStatus(peer);
