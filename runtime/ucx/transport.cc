@@ -780,7 +780,7 @@ std::vector<bool> SayGoodbye(ucp_worker_h worker,
   std::vector<bool> acknowledged(peers.size(), false);
   std::vector<std::pair<int, void*>> pending;
   for (const auto& pc : peers) {
-    if (pc == nullptr || pc->closed || !healthy[pc->rank] ||
+    if (pc == nullptr || pc->closed || !healthy[pc->rank] || region < 0 ||
         region >= static_cast<int>(pc->regions.size())) {
       continue;
     }
