@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Builds the GPU runtime's test and benchmark binaries and bundles them (with their libraries)
-# into .device/bin for the lent GPU machine (see ../shared/DEVICE.md). Then, on the device:
-#   export LD_LIBRARY_PATH=$PWD/.device/bin SYNCOPATED=$PWD/.device/bin/syncopated
-#   .device/bin/cuda_gpu_test; .device/bin/gpu_overlap_bench
+# Builds the GPU runtime's test and benchmark binaries (and the daemon the GPU tests and the
+# control-plane bench start) and bundles them with their libraries into .device/bin for the lent
+# GPU machine (see ../shared/DEVICE.md). Then one device call runs them all:
+#   run(command: "scripts/gpu-checks.sh", carry: [".device/bin"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
+targets=(cuda_unit_test cuda_gpu_test gpu_overlap_bench staged_ucx_bench syncopated
+         control_plane_bench syncopate)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"${JOBS:-2}" --target cuda_unit_test cuda_gpu_test gpu_overlap_bench \
-  syncopated
+cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
 ../shared/tools/device-bundle .device/bin "$build/tests/cuda/cuda_unit_test" \
   "$build/tests/cuda/cuda_gpu_test" "$build/runtime/cuda/gpu_overlap_bench" \
-  "$build/server/syncopated"
+  "$build/runtime/cuda/staged_ucx_bench" "$build/server/syncopated" \
+  "$build/server/control_plane_bench" "$build/client/cli/syncopate"
