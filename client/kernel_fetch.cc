@@ -4,7 +4,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "client/absl_status.h"
+#include "runtime/plan_io/plan_proto.h"
 
 namespace syncopate {
 
@@ -22,11 +23,7 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
       request.plan_hash.clear();
     }
     Result<CompiledKernel> compiled = client.Compile(request);
-    if (!compiled.ok()) {
-      // The client's codes are gRPC's, as absl's are.
-      return absl::Status(static_cast<absl::StatusCode>(compiled.status().code()),
-                          absl::StrCat("daemon compile: ", compiled.status().message()));
-    }
+    if (!compiled.ok()) return ToAbslStatus(compiled.status(), "daemon compile");
     jit::FetchedKernel fetched;
     fetched.cache_key = compiled->cache_key;
     fetched.kernel.binary = std::move(compiled->binary);
@@ -36,6 +33,18 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
     fetched.kernel.nvrtc_version = std::move(compiled->nvrtc_version);
     return fetched;
   };
+}
+
+absl::StatusOr<CompileRequest> CompileRequestFor(const plan::Plan* plan,
+                                                 const jit::KernelSpec& spec,
+                                                 std::string_view kernel_source) {
+  CompileRequest request;
+  request.kernel.source = std::string(kernel_source);
+  request.kernel.spec = jit::FormatKernelSpec(spec);
+  if (plan != nullptr && !plan_io::ToProto(*plan).SerializeToString(&request.plan)) {
+    return absl::InternalError("serializing the plan for the daemon");
+  }
+  return request;
 }
 
 }  // namespace syncopate

@@ -15,8 +15,11 @@
 #pragma once
 
 #include <chrono>
+#include <string_view>
 
+#include "absl/status/statusor.h"
 #include "jit/build/kernel_build.h"
+#include "runtime/plan/plan.h"
 #include "syncopate/client.h"
 
 namespace syncopate {
@@ -26,5 +29,12 @@ namespace syncopate {
 inline constexpr std::chrono::milliseconds kDefaultFetchTimeout{20000};
 
 jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base);
+
+// The request for the kernel a builder makes from (plan, spec, local kernel source), which is what
+// OverlapRuntime::Compile and the CLI are given: the source, the spec as text, the plan in full.
+// `plan` nullptr: the local (identity-schedule) kernel.
+absl::StatusOr<CompileRequest> CompileRequestFor(const plan::Plan* plan,
+                                                 const jit::KernelSpec& spec,
+                                                 std::string_view kernel_source);
 
 }  // namespace syncopate

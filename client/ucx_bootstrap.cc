@@ -9,11 +9,6 @@
 
 namespace syncopate {
 
-absl::Status ToAbslStatus(const Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.code()), status.message());
-}
-
 ucx::NodeMap NodeMapOf(const Group& group) {
   // Members arrive in rank order; index by rank anyway, the map must not depend on it.
   ucx::NodeMap nodes(group.world_size, -1);

@@ -22,14 +22,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/absl_status.h"
 #include "runtime/ucx/bootstrap.h"
 #include "runtime/ucx/plan_executor.h"
 #include "syncopate/client.h"
 
 namespace syncopate {
-
-// absl::Status from the client's Status (same codes: both are the gRPC codes).
-absl::Status ToAbslStatus(const Status& status);
 
 // The group's node map for ucx::PlanExecutor, from the node names its ranks joined with: node ids
 // in order of first appearance. A rank that gave no node name is a node of its own, so its chunks

@@ -28,7 +28,6 @@
 #include "runtime/plan/validate.h"
 #if SYNCOPATE_HAVE_DAEMON_STEP
 #include "client/kernel_fetch.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #endif
 
@@ -140,13 +139,10 @@ int RunCompile(const std::vector<std::string>& args) {
       return Fail(kExitFailed, absl::StrCat("--daemon ", o.daemon, ": ",
                                             client.status().ToString()));
     }
-    CompileRequest base;
-    base.kernel.source = workload->kernel_source;
-    base.kernel.spec = jit::FormatKernelSpec(workload->spec);
-    if (!o.local && !plan_io::ToProto(*plan).SerializeToString(&base.plan)) {
-      return Fail(kExitFailed, "serializing the plan for the daemon");
-    }
-    build.fetch = DaemonKernelFetcher(*client, std::move(base));
+    absl::StatusOr<CompileRequest> base =
+        CompileRequestFor(o.local ? nullptr : &*plan, workload->spec, workload->kernel_source);
+    if (!base.ok()) return Fail(kExitFailed, base.status().message());
+    build.fetch = DaemonKernelFetcher(*client, *std::move(base));
 #else
     return Fail(kExitUsage, "--daemon: this build has no client library (SYNCOPATE_BUILD_SERVER)");
 #endif

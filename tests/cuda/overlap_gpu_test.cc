@@ -13,7 +13,6 @@
 #include "tests/cuda/gpu_test_env.h"
 #if SYNCOPATE_GPU_TEST_WITH_DAEMON
 #include "client/kernel_fetch.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "tests/server/subprocess.h"
 #endif
 #include "runtime/cuda/workloads/multiprocess.h"
@@ -188,11 +187,9 @@ TEST(FusedFetchTest, RanksRunTheDaemonsBinaryAndMatchTheReference) {
       return [why = client.status().ToString()](const jit::FetchQuery&)
                  -> absl::StatusOr<jit::FetchedKernel> { return absl::UnavailableError(why); };
     }
-    CompileRequest base;
-    base.kernel.source = std::string(source);
-    base.kernel.spec = jit::FormatKernelSpec(spec);
-    if (!plan_io::ToProto(plan).SerializeToString(&base.plan)) return {};
-    return DaemonKernelFetcher(*client, base);
+    absl::StatusOr<CompileRequest> base = CompileRequestFor(&plan, spec, source);
+    if (!base.ok()) return {};
+    return DaemonKernelFetcher(*client, *std::move(base));
   };
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
     auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 256, 128, 64}, c);
