@@ -153,6 +153,11 @@ int RunDemo(const std::vector<std::string>& args) {
     o.source.template_name = workload->default_template;
   }
 
+  // Step 8's rank processes are forked by a child forked now: step 6's NVRTC initialises the
+  // CUDA driver in this process, after which forked ranks could not use the GPU.
+  auto gpu_step = workloads::DeferredChild::Fork([&] { return RunOnGpu(o, *dtype); });
+  if (!gpu_step.ok()) return Fail("starting the GPU step's process", gpu_step.status().message());
+
   std::printf(
       "== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
       o.source.template_name.empty() ? o.source.file.c_str() : o.source.template_name.c_str(),
@@ -222,7 +227,9 @@ int RunDemo(const std::vector<std::string>& args) {
 #else
   std::printf("  skipped: built without the daemon (SYNCOPATE_BUILD_SERVER=OFF)\n");
 #endif
-  return RunOnGpu(o, *dtype);
+  auto gpu_rc = gpu_step->Run();
+  if (!gpu_rc.ok()) return Fail("the GPU step", gpu_rc.status().message());
+  return *gpu_rc;
 }
 
 const SubcommandRegistration kRegistration(

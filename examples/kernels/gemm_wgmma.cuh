@@ -4,11 +4,12 @@
 //
 // Structure (warp specialisation, one CTA per SM, persistent over the schedule's tiles):
 //   warpgroup 0      producer: for each tile, one thread acquires the tile's incoming chunks
-//                    (s.wait_by_thread), then the 128 threads stream the tile's k-blocks
-//                    (BM x 64 of A, BN x 64 of B) into a kStages-deep ring of shared-memory
-//                    stages with cp.async, 16 bytes each, into the 128-byte-swizzled layout wgmma
-//                    descriptors expect; each thread's copies arrive on the stage's "full"
-//                    mbarrier when they land (cp.async.mbarrier.arrive.noinc).
+//                    (s.wait_by_thread), then streams the tile's k-blocks (BM x 64 of A, BN x 64
+//                    of B) into a kStages-deep ring of shared-memory stages with two TMA bulk
+//                    tensor copies per stage, landing in the 128-byte swizzle that wgmma
+//                    descriptors expect; the copies complete the stage's "full" mbarrier by
+//                    their byte count. The other 127 producer threads exit after encoding the
+//                    descriptors.
 //   warpgroups 1, 2  consumers: each owns 64 rows of the BM = 128 row tile; per k-block, four
 //                    wgmma.m64nBNk16 (A and B from shared memory), one commit group kept in
 //                    flight, the stage released on its "empty" mbarrier once the wgmmas reading it
@@ -17,12 +18,12 @@
 // The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
 // its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
 //
-// Loads use cp.async rather than TMA (cp.async.bulk.tensor): TMA needs a CUtensorMap per operand
-// encoded on the host, which the launch ABI does not carry yet (see the report of issue 7); the
-// wgmma core and the swizzled layout are what TMA would fill, so switching is local to the
-// producer. Shapes: any M, N; K % 8 == 0 with 16-byte aligned A and B takes the cp.async path,
-// anything else a (slow) element-wise producer path. Out-of-range rows and k are zero-filled,
-// stores predicated.
+// TMA descriptors are encoded on the device (EncodeTensorMap: the launch ABI carries operand
+// pointers, not CUtensorMaps). kLoads = kLoadCpAsync selects the earlier producer instead: the
+// 128 producer threads copy 16 bytes each with cp.async (same layout), for comparison. Shapes:
+// any M, N; K % 8 == 0 with 16-byte aligned A and B takes the TMA (or cp.async) path, anything
+// else a (slow) element-wise producer path. Out-of-range rows and k are zero-filled, stores
+// predicated.
 //
 // Launch: 384 threads; dynamic shared memory kStages * (BM + BN) * 128 + 2048 bytes (198656 for
 // 128 x 256 x 4 stages); any grid (a persistent grid of one CTA per SM is best).
@@ -100,6 +101,89 @@ __device__ __forceinline__ void CpAsyncArrive(unsigned long long* bar) {
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+
+// ---- TMA (cp.async.bulk.tensor) --------------------------------------------------------------
+// The launch ABI carries no host-encoded CUtensorMap, so the kernel encodes its own descriptors
+// for A and B: zero 128 bytes of shared memory, set every field with tensormap.replace, then
+// publish the descriptor to a global slot (TMA reads descriptors from param, const or global
+// memory, never shared) with a release in the tensormap proxy that the issuing thread acquires.
+// Each CTA takes a fresh slot from a ticket, so launches in flight together (other streams,
+// other operands) never share one while a CTA is resident: there are far more slots than CTAs
+// of this kernel can be resident at once (one per SM).
+constexpr unsigned kTensorMapSlots = 1024;
+constexpr int kTensorMapBytes = 128;
+__device__ __align__(128) unsigned char g_tensor_maps[kTensorMapSlots * 2 * kTensorMapBytes];
+__device__ unsigned g_tensor_map_ticket;
+
+#if SYNCOPATE_WGMMA_OK
+// Encodes a 2-D descriptor for a [rows, cols] 16-bit row-major matrix at `base`, boxes of
+// `box_rows` rows x 64 columns landing in the 128-byte swizzle (the layout Descriptor() names),
+// out-of-range elements zero-filled. Whole warp; `smem_map` 128-byte aligned scratch.
+__device__ __forceinline__ void EncodeTensorMap(unsigned char* smem_map, unsigned char* gmem_map,
+                                                const void* base, int rows, int cols,
+                                                int box_rows, int lane) {
+  reinterpret_cast<unsigned*>(smem_map)[lane] = 0u;
+  __syncwarp();
+  const unsigned m = SmemAddr(smem_map);
+  if (lane == 0) {
+    // Dimension 0 is the contiguous one (columns = k). Element type .u16 (ordinal 1): TMA only
+    // moves bits, and a zero fill is +0 in both bf16 and fp16. Swizzle mode 3 = 128 bytes.
+    const unsigned long long row_pitch = static_cast<unsigned long long>(cols) * 2ull;
+    asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;"
+                 ::"r"(m), "l"(base) : "memory");
+    asm volatile("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], %1;"
+                 ::"r"(m), "r"(1) : "memory");  // rank - 1
+    asm volatile("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, %1;"
+                 ::"r"(m), "r"(kBK) : "memory");
+    asm volatile("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %1;"
+                 ::"r"(m), "r"(box_rows) : "memory");
+    asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %1;"
+                 ::"r"(m), "r"(cols) : "memory");
+    asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %1;"
+                 ::"r"(m), "r"(rows) : "memory");
+    asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;"
+                 ::"r"(m), "l"(row_pitch) : "memory");
+    asm volatile("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, %1;"
+                 ::"r"(m), "r"(1) : "memory");
+    asm volatile("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, %1;"
+                 ::"r"(m), "r"(1) : "memory");
+    asm volatile("tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 1;" ::"r"(m)
+                 : "memory");
+    asm volatile("tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;" ::"r"(m)
+                 : "memory");
+  }
+  __syncwarp();
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(gmem_map));
+  asm volatile(
+      "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
+      "[%0], [%1], 128;" ::"l"(g), "r"(m) : "memory");
+}
+
+// The issuing thread's side of the publication above.
+__device__ __forceinline__ void AcquireTensorMap(const void* gmem_map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(gmem_map)
+               : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(gmem_map) : "memory");
+}
+
+__device__ __forceinline__ void MbarArriveExpectTx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Box (rows [c1, c1 + box_rows), columns [c0, c0 + 64)) into shared memory at `dst`; its bytes
+// count toward `bar`'s transaction count.
+__device__ __forceinline__ void TmaLoad2d(unsigned dst, const void* map, int c0, int c1,
+                                          unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
+      : "memory");
+}
+#endif  // SYNCOPATE_WGMMA_OK
 
 // wgmma shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle: rows of 128
 // bytes, 8-row (1024-byte) swizzle atoms stacked at a stride of 1024 bytes (SBO); LBO is unused
@@ -255,13 +339,22 @@ __device__ __forceinline__ void LoadStageScalar(unsigned char* stage, const T* g
 
 }  // namespace wgmma_detail
 
-template <class Schedule, class T, int BM = 128, int BN = 256, int kStages = 4>
+// Producer load paths: TMA (one thread issues two bulk tensor copies per stage) or cp.async (the
+// producer warpgroup's 128 threads copy 16 bytes at a time; kept for comparison and for GPUs or
+// drivers where the device-encoded descriptors misbehave). Operands that are not 16-byte aligned
+// with K % 8 == 0 take the element-wise path whatever kLoads says.
+constexpr int kLoadTma = 0;
+constexpr int kLoadCpAsync = 1;
+
+template <class Schedule, class T, int BM = 128, int BN = 256, int kStages = 4,
+          int kLoads = kLoadTma>
 __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __restrict__ B,
                            T* __restrict__ C, int M, int N, int K) {
   using namespace wgmma_detail;
   static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
   static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for N = 128 and 256");
   static_assert(kStages >= 2, "at least double buffering");
+  static_assert(kLoads == kLoadTma || kLoads == kLoadCpAsync, "kLoads: kLoadTma or kLoadCpAsync");
 #if !SYNCOPATE_WGMMA_OK
   __trap();  // compiled for a target without wgmma: the runtime never launches this
 #else
@@ -273,13 +366,24 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   unsigned char* base = syncopate_wgmma_smem + (((raw + 1023u) & ~1023u) - raw);
   unsigned char* a_stages = base;
   unsigned char* b_stages = base + kStages * kStageA;
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(b_stages + kStages * kStageB);
+  // After the stages, 1024 bytes: mbarriers and the abort word, then at +512 the two 128-byte
+  // tensor-map scratch areas.
+  unsigned char* tail = b_stages + kStages * kStageB;
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(tail);
   unsigned long long* empty = full + kStages;
   volatile int* aborted = reinterpret_cast<volatile int*>(empty + kStages);
+  unsigned char* map_scratch = tail + 512;
+  static_assert(2 * kStages * 8 + 4 <= 512, "mbarriers overlap the tensor-map scratch");
+
+  const bool aligned = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
+                                       reinterpret_cast<unsigned long long>(B)) & 15ull) == 0ull;
+  const bool tma = aligned && kLoads == kLoadTma;
+  const bool cp_async = aligned && kLoads == kLoadCpAsync;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      MbarInit(&full[i], kProducerThreads);
+      // TMA: one arrival (with the stage's byte count); otherwise every producer thread arrives.
+      MbarInit(&full[i], tma ? 1 : kProducerThreads);
       MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
     }
     *aborted = 0;
@@ -292,20 +396,58 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   // the consumer branch as divergent and serialises the wgmmas (warning C7518).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
-  if (wg == 0) {
-    // ---------------- producer warpgroup ----------------
-    const int ptid = threadIdx.x;
-    const bool vec_ok = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
-                                        reinterpret_cast<unsigned long long>(B)) & 15ull) == 0ull;
+  if (wg == 0 && tma) {
+    // ---------------- producer, TMA: warp 0 encodes, thread 0 issues ----------------
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    unsigned ticket = 0;
+    if (lane == 0) ticket = atomicAdd(&g_tensor_map_ticket, 1u);
+    ticket = __shfl_sync(0xffffffffu, ticket, 0);
+    unsigned char* map_a = g_tensor_maps + (ticket % kTensorMapSlots) * 2 * kTensorMapBytes;
+    unsigned char* map_b = map_a + kTensorMapBytes;
+    EncodeTensorMap(map_scratch, map_a, A, M, K, BM, lane);
+    EncodeTensorMap(map_scratch + kTensorMapBytes, map_b, B, N, K, BN, lane);
+    if (lane != 0) return;
+    AcquireTensorMap(map_a);
+    AcquireTensorMap(map_b);
     int it = 0;  // k-blocks issued by this CTA, across tiles: stage it % kStages
     for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
       const syncopate::Tile t = s.tile(i);
-      // `aborted` names the k-block at which the producer stopped (it + 1), so a consumer only
-      // stops there, never at an earlier tile whose stage it is still reading.
+      // wait_by_thread also orders the acquired chunks before these TMA reads (fence.proxy.async).
+      if (!s.wait_by_thread(t)) {
+        // `aborted` names the k-block at which the producer stopped (it + 1), so a consumer
+        // only stops there, never at an earlier tile whose stage it is still reading. Wake the
+        // consumers at the stage they will wait on next; they see the flag and return.
+        *aborted = it + 1;
+        const int st = it % kStages;
+        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+        MbarArrive(&full[st]);
+        return;
+      }
+      const int m0 = t.m * BM;
+      const int n0 = t.n * BN;
+      for (int kb = 0; kb < ktiles; ++kb, ++it) {
+        const int st = it % kStages;
+        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+        // Out-of-range rows and k are zero-filled and still count their bytes.
+        MbarArriveExpectTx(&full[st], kStageA + kStageB);
+        TmaLoad2d(SmemAddr(a_stages + st * kStageA), map_a, kb * kBK, m0, &full[st]);
+        TmaLoad2d(SmemAddr(b_stages + st * kStageB), map_b, kb * kBK, n0, &full[st]);
+      }
+    }
+    return;
+  }
+
+  if (wg == 0) {
+    // ---------------- producer, cp.async or element-wise: the whole warpgroup ----------------
+    const int ptid = threadIdx.x;
+    int it = 0;  // k-blocks issued by this CTA, across tiles: stage it % kStages
+    for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+      const syncopate::Tile t = s.tile(i);
+      // `aborted` names the k-block at which the producer stopped (it + 1), as above.
       if (ptid == 0 && !s.wait_by_thread(t)) *aborted = it + 1;
       syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // chunks acquired (or not)
       if (*aborted != 0) {
-        // Wake the consumers at the stage they will wait on next; they see the flag and return.
         const int st = it % kStages;
         MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
         MbarArrive(&full[st]);
@@ -318,13 +460,18 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
         MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
         unsigned char* sa = a_stages + st * kStageA;
         unsigned char* sb = b_stages + st * kStageB;
-        if (vec_ok) {
+        if (cp_async) {
           LoadStage<BM>(SmemAddr(sa), A, m0, M, kb * kBK, K, ptid);
           LoadStage<BN>(SmemAddr(sb), B, n0, N, kb * kBK, K, ptid);
           CpAsyncArrive(&full[st]);
         } else {
           LoadStageScalar<BM>(sa, A, m0, M, kb * kBK, K, ptid);
           LoadStageScalar<BN>(sb, B, n0, N, kb * kBK, K, ptid);
+        }
+        // cp.async and st.shared write through the generic proxy; wgmma reads through the async
+        // proxy. For cp.async the fence must follow completion, so the consumers fence (below);
+        // the element-wise stores are complete here.
+        if (!cp_async) {
           FenceProxyAsync();
           MbarArrive(&full[st]);
         }
@@ -355,7 +502,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       MbarWait(&full[st], (it / kStages) & 1);
       // The producer gave up on this tile's chunks (read once per warp: a uniform branch).
       if (kb == 0 && __shfl_sync(0xffffffffu, *aborted, 0) == it + 1) return;
-      FenceProxyAsync();
+      if (cp_async) FenceProxyAsync();  // TMA writes through the async proxy already
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {

@@ -9,6 +9,8 @@
 // local, local vs cuBLAS relative error.
 // Usage: gpu_overlap_bench [--reps N] [--world W] [--dtype bf16|f16] [--kernel auto|mma]
 //                          [--shapes N]   (the first N of the shape list; default all)
+//                          [--tile-n 128|256] [--stages S] [--loads tma|cpasync]  (wgmma kernel)
+//                          [--fused 0]    (skip the fused kernel: local vs cuBLAS only)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -80,12 +82,46 @@ absl::StatusOr<double> TimeMs(const DriverApi& api, CUstream s, int warmup, int 
   return ms[ms.size() / 2];
 }
 
+struct BenchOptions {
+  int reps = 20;
+  int world = 4;
+  plan::DType dtype = plan::DType::kBF16;
+  bool force_mma = false;
+  bool fused = true;
+  // wgmma kernel parameters; 0 / empty: the defaults SelectGemm picks.
+  int tile_n = 0;
+  int stages = 0;
+  std::string loads;  // "tma" (default) or "cpasync"
+};
+
+// The kernel SelectGemm picks, with the wgmma parameters the options override.
+GemmKernelChoice ChooseKernel(const Context& ctx, const BenchOptions& o, int64_t M, int64_t N,
+                              int64_t K) {
+  GemmKernelChoice c = SelectGemm(ctx.compute_capability(), GemmWorkload::kAllGather, M, N, K,
+                                  o.dtype, o.force_mma);
+  if (!c.wgmma) return c;
+  if (o.tile_n != 0 || o.stages != 0) {
+    c.spec = jit::GemmWgmmaSpecForAllGather(M, N, K, o.dtype, 128, o.tile_n ? o.tile_n : 256,
+                                            o.stages ? o.stages : 4);
+  }
+  if (o.loads == "cpasync") c.spec.template_args.push_back("1");  // kLoadCpAsync
+  return c;
+}
+
+// " 128x256x4 tma": the wgmma kernel's tile, stages and load path, from its template arguments.
+std::string KernelLabel(const GemmKernelChoice& c) {
+  if (!c.wgmma) return "";
+  const auto& t = c.spec.template_args;  // T, BM, BN, stages[, loads]
+  return absl::StrCat(" ", t[1], "x", t[2], "x", t[3], t.size() > 4 && t[4] == "1" ? " cpasync" : " tma");
+}
+
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
-                      Cublas& cublas, int64_t M, int64_t N, int64_t K, int world,
-                      plan::DType dtype, int reps, bool force_mma) {
+                      Cublas& cublas, int64_t M, int64_t N, int64_t K, const BenchOptions& o) {
   const DriverApi& api = ctx.api();
-  const GemmKernelChoice choice = SelectGemm(ctx.compute_capability(), GemmWorkload::kAllGather,
-                                             M, N, K, dtype, force_mma);
+  const int world = o.world;
+  const plan::DType dtype = o.dtype;
+  const int reps = o.reps;
+  const GemmKernelChoice choice = ChooseKernel(ctx, o, M, N, K);
   const jit::KernelSpec& spec = choice.spec;
   plan::TemplateParams tp;
   tp.world_size = world;
@@ -176,14 +212,19 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
     ASSIGN_OR_RETURN(double l, TimeMs(api, s, 3, reps, [&] {
       return launch(local, local_gen.metadata, local_grid, local_args);
     }));
-    ASSIGN_OR_RETURN(double f, TimeMs(api, s, 3, reps, [&] {
-      return launch(fused, md, fused_grid, fused_args);
-    }));
+    double f = std::nan("");  // not timed: prints nan
+    if (o.fused) {
+      ASSIGN_OR_RETURN(f, TimeMs(api, s, 3, reps, [&] {
+        return launch(fused, md, fused_grid, fused_args);
+      }));
+    } else {
+      RETURN_IF_ERROR(launch(fused, md, fused_grid, fused_args));  // for the bitwise check
+    }
     ASSIGN_OR_RETURN(double b, TimeMs(api, s, 3, reps, blas));
     tl.push_back(l), tf.push_back(f), tb.push_back(b);
   }
   std::sort(tl.begin(), tl.end());
-  std::sort(tf.begin(), tf.end());
+  if (o.fused) std::sort(tf.begin(), tf.end());  // else all nan
   std::sort(tb.begin(), tb.end());
   const double flop = 2.0 * M * N * K;
   const double local_tf = flop / (tl[1] * 1e9), fused_tf = flop / (tf[1] * 1e9),
@@ -208,11 +249,11 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
   }
   const volatile WaitTimeoutRecord* rec = static_cast<const WaitTimeoutRecord*>(host.host());
   std::printf(
-      "RESULT %s M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
+      "RESULT %s%s M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
       "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| / max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      choice.wgmma ? "wgmma" : "mma", M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
+      choice.wgmma ? "wgmma" : "mma", KernelLabel(choice).c_str(), M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
       tf[1] / tl[1], local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
       rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
       fused.ctas_per_sm);
@@ -221,16 +262,20 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
 }
 
 absl::Status Main(int argc, char** argv) {
-  int reps = 20, world = 4, max_shapes = 1000;
-  bool force_mma = false;
-  plan::DType dtype = plan::DType::kBF16;
+  BenchOptions o;
+  int max_shapes = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i];
-    if (f == "--reps") reps = std::atoi(argv[i + 1]);
-    if (f == "--world") world = std::atoi(argv[i + 1]);
-    if (f == "--shapes") max_shapes = std::atoi(argv[i + 1]);
-    if (f == "--kernel") force_mma = std::string(argv[i + 1]) == "mma";
-    if (f == "--dtype") dtype = std::string(argv[i + 1]) == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
+    if (f == "--reps") o.reps = std::atoi(argv[i + 1]);
+    else if (f == "--world") o.world = std::atoi(argv[i + 1]);
+    else if (f == "--shapes") max_shapes = std::atoi(argv[i + 1]);
+    else if (f == "--kernel") o.force_mma = std::string(argv[i + 1]) == "mma";
+    else if (f == "--dtype") o.dtype = std::string(argv[i + 1]) == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
+    else if (f == "--tile-n") o.tile_n = std::atoi(argv[i + 1]);
+    else if (f == "--stages") o.stages = std::atoi(argv[i + 1]);
+    else if (f == "--loads") o.loads = argv[i + 1];
+    else if (f == "--fused") o.fused = std::atoi(argv[i + 1]) != 0;
+    else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", f));
   }
   ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
   char name[128] = {};
@@ -248,8 +293,7 @@ absl::Status Main(int argc, char** argv) {
   int done = 0;
   for (const auto& sh : shapes) {
     if (done++ >= max_shapes) break;
-    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], world, dtype, reps,
-                               force_mma);
+    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], o);
     if (!st.ok()) std::printf("shape %ldx%ldx%ld failed: %s\n", sh[0], sh[1], sh[2], std::string(st.message()).c_str());
   }
   return absl::OkStatus();

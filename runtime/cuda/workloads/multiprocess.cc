@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -117,6 +120,60 @@ bool ProbeGpu(std::string* why) {
   });
   if (!s[0].ok() && why) *why = std::string(s[0].message());
   return s[0].ok();
+}
+
+absl::StatusOr<DeferredChild> DeferredChild::Fork(std::function<int()> fn) {
+  int p[2];
+  if (::pipe(p) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  std::fflush(nullptr);  // or the child would print the parent's buffered output again
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::close(p[1]);
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(p[0], &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) ::_exit(0);  // the parent finished (or failed) without asking
+    const int rc = fn();
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  ::close(p[0]);
+  return DeferredChild(pid, p[1]);
+}
+
+DeferredChild::DeferredChild(DeferredChild&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), go_fd_(std::exchange(other.go_fd_, -1)) {}
+
+DeferredChild::~DeferredChild() {
+  if (go_fd_ >= 0) ::close(go_fd_);  // EOF: the child exits without running
+  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+}
+
+absl::StatusOr<int> DeferredChild::Run() {
+  if (pid_ <= 0 || go_fd_ < 0) return absl::FailedPreconditionError("the child already ran");
+  std::fflush(nullptr);  // the parent's output comes before the child's
+  const char go = 'g';
+  const bool sent = ::write(go_fd_, &go, 1) == 1;
+  ::close(go_fd_);
+  go_fd_ = -1;
+  int status = 0;
+  pid_t waited;
+  do {
+    waited = ::waitpid(pid_, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  pid_ = -1;
+  if (!sent || waited < 0) return absl::InternalError("the deferred child could not be run");
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat("the deferred child ended by signal ", WTERMSIG(status)));
+  }
+  return WEXITSTATUS(status);
 }
 
 std::string UniqueGroupId(const std::string& prefix) {

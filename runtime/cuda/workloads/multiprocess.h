@@ -1,7 +1,8 @@
 // Runs one function per rank in forked processes, for tests of node-local groups on one GPU (or
 // none). The parent never touches CUDA: each child initialises its own driver state after the
 // fork, which is what the CUDA driver requires. Each child's absl::Status comes back over a pipe.
-// Also: a GPU probe that runs in a child, so a test can skip without initialising CUDA itself.
+// Also: a GPU probe that runs in a child, so a test can skip without initialising CUDA itself,
+// and a child forked early for programs that use NVRTC before they fork ranks.
 // Thread-safety: call from the test's main thread only.
 #pragma once
 
@@ -9,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace syncopate::workloads {
@@ -22,6 +26,30 @@ std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
 
 // True when a forked child can load the driver and see a GPU; otherwise `why` says what failed.
 bool ProbeGpu(std::string* why);
+
+// A child forked now, before this process touches the CUDA driver, that runs `fn` later, on
+// request. A process cannot fork rank processes that use CUDA once it has initialised the driver
+// itself (their cuInit fails with CUDA_ERROR_NOT_INITIALIZED), and NVRTC 13 initialises it (it
+// loads libcuda and calls cuInit). A program that compiles first and runs ranks afterwards forks
+// this child first; the child, still pristine, forks the ranks when asked.
+class DeferredChild {
+ public:
+  // Flushes stdio, then forks. The child blocks until Run() and then exits with fn()'s value;
+  // when the parent drops the object without Run(), the child exits without running fn.
+  static absl::StatusOr<DeferredChild> Fork(std::function<int()> fn);
+  DeferredChild(DeferredChild&& other) noexcept;
+  DeferredChild& operator=(DeferredChild&&) = delete;
+  ~DeferredChild();
+
+  // Flushes stdio, lets the child run fn and waits for it: fn's value, or an error naming how
+  // the child ended (signal).
+  absl::StatusOr<int> Run();
+
+ private:
+  DeferredChild(pid_t pid, int go_fd) : pid_(pid), go_fd_(go_fd) {}
+  pid_t pid_ = -1;
+  int go_fd_ = -1;  // write end of the child's "go" pipe
+};
 
 // A group id unique to this process and call ("t<pid>_<n>").
 std::string UniqueGroupId(const std::string& prefix);
