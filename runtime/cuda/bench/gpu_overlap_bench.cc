@@ -4,7 +4,8 @@
 //   fused   the same kernel compiled with an AllGather plan (rank 0 of `--world` ranks) with every
 //           chunk already present (signals pre-set): the cost of the schedule, waits and tables,
 //   cuBLAS  cublasGemmEx on the same data (libcublas.so.13 dlopen'ed at run time),
-// in TFLOP/s (medians of CUDA-event timings after warm-up, random inputs), with the ratios
+// in TFLOP/s (medians of CUDA-event timings after warm-up, the kernels alternating every
+// repetition, random inputs), with the ratios
 // fused/local (goal: within 3%) and local/cuBLAS, and correctness: fused output bitwise equal to
 // local, local vs cuBLAS relative error.
 // Usage: gpu_overlap_bench [--reps N] [--world W] [--dtype bf16|f16] [--kernel auto|mma]
@@ -30,6 +31,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/kernel_loader.h"
+#include "runtime/cuda/kernel_timing.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
@@ -61,25 +63,6 @@ absl::StatusOr<Cublas> LoadCublas(CUstream stream) {
   if (c.create(&c.handle) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
   c.set_stream(c.handle, reinterpret_cast<cudaStream_t>(stream));
   return c;
-}
-
-// Median milliseconds of `reps` runs of `run` after `warmup` runs.
-template <class F>
-absl::StatusOr<double> TimeMs(const DriverApi& api, CUstream s, int warmup, int reps, F run) {
-  ASSIGN_OR_RETURN(Event a, Event::Create(api, CU_EVENT_DEFAULT));
-  ASSIGN_OR_RETURN(Event b, Event::Create(api, CU_EVENT_DEFAULT));
-  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run());
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    RETURN_IF_ERROR(a.Record(s));
-    RETURN_IF_ERROR(run());
-    RETURN_IF_ERROR(b.Record(s));
-    CU_RETURN_IF_ERROR(api.cuEventSynchronize(b.get()));
-    ASSIGN_OR_RETURN(float t, b.ElapsedMsSince(a));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 struct BenchOptions {
@@ -206,29 +189,17 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
     if (st != CUBLAS_STATUS_SUCCESS) return absl::InternalError(absl::StrCat("cublasGemmEx ", st));
     return absl::OkStatus();
   };
-  // Interleave the three so clock drift hits them alike: 3 rounds, median of the medians.
-  std::vector<double> tl, tf, tb;
-  for (int round = 0; round < 3; ++round) {
-    ASSIGN_OR_RETURN(double l, TimeMs(api, s, 3, reps, [&] {
-      return launch(local, local_gen.metadata, local_grid, local_args);
-    }));
-    double f = std::nan("");  // not timed: prints nan
-    if (o.fused) {
-      ASSIGN_OR_RETURN(f, TimeMs(api, s, 3, reps, [&] {
-        return launch(fused, md, fused_grid, fused_args);
-      }));
-    } else {
-      RETURN_IF_ERROR(launch(fused, md, fused_grid, fused_args));  // for the bitwise check
-    }
-    ASSIGN_OR_RETURN(double b, TimeMs(api, s, 3, reps, blas));
-    tl.push_back(l), tf.push_back(f), tb.push_back(b);
-  }
-  std::sort(tl.begin(), tl.end());
-  if (o.fused) std::sort(tf.begin(), tf.end());  // else all nan
-  std::sort(tb.begin(), tb.end());
+  // Alternate the kernels every repetition so clock and power drift hit them alike.
+  std::vector<TimedRun> runs = {
+      [&] { return launch(local, local_gen.metadata, local_grid, local_args); }, blas};
+  if (o.fused) runs.push_back([&] { return launch(fused, md, fused_grid, fused_args); });
+  ASSIGN_OR_RETURN(std::vector<double> med, MedianMsInterleaved(api, s, 3, reps, runs));
+  if (!o.fused) RETURN_IF_ERROR(launch(fused, md, fused_grid, fused_args));  // for the bitwise check
+  const double local_ms = med[0], blas_ms = med[1];
+  const double fused_ms = o.fused ? med[2] : std::nan("");  // not timed: prints nan
   const double flop = 2.0 * M * N * K;
-  const double local_tf = flop / (tl[1] * 1e9), fused_tf = flop / (tf[1] * 1e9),
-               blas_tf = flop / (tb[1] * 1e9);
+  const double local_tf = flop / (local_ms * 1e9), fused_tf = flop / (fused_ms * 1e9),
+               blas_tf = flop / (blas_ms * 1e9);
   // Correctness: fused == local bitwise; local vs cuBLAS relative error.
   ASSIGN_OR_RETURN(auto cl, syncopate::workloads::Download16(api, C_local.get(), M * N, s));
   ASSIGN_OR_RETURN(auto cf, syncopate::workloads::Download16(api, C_fused.get(), M * N, s));
@@ -253,8 +224,8 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
       "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| / max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      choice.wgmma ? "wgmma" : "mma", KernelLabel(choice).c_str(), M, N, K, bf16 ? "bf16" : "f16", world, tl[1], local_tf, tf[1], fused_tf, tb[1], blas_tf,
-      tf[1] / tl[1], local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
+      choice.wgmma ? "wgmma" : "mma", KernelLabel(choice).c_str(), M, N, K, bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
+      fused_ms / local_ms, local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
       rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
       fused.ctas_per_sm);
   std::fflush(stdout);
