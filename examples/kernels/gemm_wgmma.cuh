@@ -13,8 +13,12 @@
 //   warpgroups 1, 2  consumers: each owns 64 rows of the BM = 128 row tile; per k-block, four
 //                    wgmma.m64nBNk16 (A and B from shared memory), one commit group kept in
 //                    flight, the stage released on its "empty" mbarrier once the wgmmas reading it
-//                    completed. Epilogue: fp32 -> T from registers straight to global memory,
-//                    then s.done_by_group over the 256 consumer threads (named barrier 2).
+//                    completed. Epilogue: fp32 -> T into a shared-memory staging tile, then one
+//                    thread per warpgroup stores it with TMA and goes on to the next tile while
+//                    the store drains (waiting for it only where s.publishes(t): the chunk the
+//                    tile completes is published by s.done_by_group over the 256 consumer
+//                    threads, named barrier 2). Without room for the staging tile (4 stages of
+//                    128 x 256) or with a misaligned C, registers go straight to global memory.
 // The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
 // its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
 //
@@ -25,8 +29,9 @@
 // else a (slow) element-wise producer path. Out-of-range rows and k are zero-filled, stores
 // predicated.
 //
-// Launch: 384 threads; dynamic shared memory kStages * (BM + BN) * 128 + 2048 bytes (198656 for
-// 128 x 256 x 4 stages); any grid (a persistent grid of one CTA per SM is best).
+// Launch: 384 threads; dynamic shared memory jit::GemmWgmmaSmemBytes(BM, BN, kStages): the
+// stages, 2048 bytes, and the BM x BN staging tile when all fits in 227 KB (215040 bytes for
+// 128 x 256 x 3 stages); any grid (a persistent grid of one CTA per SM is best).
 // Compile for sm_90a (wgmma); on other targets this header compiles to a trap, and the runtime
 // selects gemm_mma.cuh there.
 #pragma once
@@ -43,8 +48,17 @@ constexpr int kRowBytes = kBK * 2;
 constexpr int kThreads = 384;      // 3 warpgroups
 constexpr int kProducerThreads = 128;
 constexpr int kConsumerThreads = 256;
-constexpr int kConsumerBarrier = 2;  // named barriers: 1 producer group, 2 consumer group
-constexpr int kProducerBarrier = 1;
+constexpr int kConsumerBarrier = 2;  // named barriers: 1 producer group, 2 consumer group,
+constexpr int kProducerBarrier = 1;  // 3 + i consumer warpgroup i's epilogue
+constexpr int kEpilogueBarrier0 = 3;
+// Hopper's largest dynamic shared memory per block (227 KB). The epilogue stages the whole
+// BM x BN output tile through shared memory (and stores it with TMA) when that still fits beside
+// the stages; jit::GemmWgmmaSmemBytes applies the same rule on the host.
+constexpr int kMaxDynamicSmem = 232448;
+template <int BM, int BN, int kStages>
+__host__ __device__ constexpr bool StagedEpilogueFits() {
+  return kStages * (BM + BN) * kRowBytes + 2048 + BM * BN * 2 <= kMaxDynamicSmem;
+}
 
 __device__ __forceinline__ unsigned SmemAddr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -112,7 +126,9 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // of this kernel can be resident at once (one per SM).
 constexpr unsigned kTensorMapSlots = 1024;
 constexpr int kTensorMapBytes = 128;
-__device__ __align__(128) unsigned char g_tensor_maps[kTensorMapSlots * 2 * kTensorMapBytes];
+constexpr int kMapsPerSlot = 3;  // A, B, C
+__device__ __align__(128) unsigned char g_tensor_maps[kTensorMapSlots * kMapsPerSlot *
+                                                      kTensorMapBytes];
 __device__ unsigned g_tensor_map_ticket;
 
 #if SYNCOPATE_WGMMA_OK
@@ -182,6 +198,28 @@ __device__ __forceinline__ void TmaLoad2d(unsigned dst, const void* map, int c0,
       "[%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
       "l"(map), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
       : "memory");
+}
+
+// Shared memory at `src` (a 64 x 64 box in the 128-byte swizzle) to rows [c1, c1 + 64), columns
+// [c0, c0 + 64) of the tensor; out-of-range rows and columns are not written. Asynchronous: the
+// issuing thread commits and later waits (BulkWaitRead / BulkWaitAll).
+__device__ __forceinline__ void TmaStore2d(const void* map, int c0, int c1, unsigned src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               ::"l"(map), "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void BulkCommit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// This thread's committed bulk stores have read their shared memory (it may be rewritten).
+__device__ __forceinline__ void BulkWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// This thread's committed bulk stores are complete, and ordered before its later generic-proxy
+// accesses (so a following release publishes them).
+__device__ __forceinline__ void BulkWaitAll() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 #endif  // SYNCOPATE_WGMMA_OK
 
@@ -337,6 +375,51 @@ __device__ __forceinline__ void LoadStageScalar(unsigned char* stage, const T* g
   }
 }
 
+// Epilogue, register path: a consumer thread's accumulators straight to global memory.
+// acc[4j + {0,1}] is row `row`, columns col0 + 8j + {0,1}; acc[4j + {2,3}] row `row` + 8.
+template <class T, int BN>
+__device__ __forceinline__ void StoreTileFromRegisters(T* C, const float (&acc)[BN / 2], int row,
+                                                       int col0, int M, int N, bool pair_store) {
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = col0 + j * 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row + h * 8;
+      if (r >= M) continue;
+      T* out = C + static_cast<long long>(r) * N + col;
+      const float x = acc[4 * j + 2 * h];
+      const float y = acc[4 * j + 2 * h + 1];
+      if (pair_store && col + 1 < N) {
+        *reinterpret_cast<decltype(Out<T>::Pack(0.f, 0.f))*>(out) = Out<T>::Pack(x, y);
+      } else {
+        if (col < N) out[0] = Out<T>::One(x);
+        if (col + 1 < N) out[1] = Out<T>::One(y);
+      }
+    }
+  }
+}
+
+// Epilogue, staged path: a consumer thread's accumulators into its warpgroup's 64-row half of
+// the staging tile, as BN / 64 boxes of 64 x 64 in the 128-byte swizzle that TMA stores read
+// (16-byte chunk c of row r at r * 128 + (c ^ r % 8) * 16): the 8 rows a warp writes per store
+// land in 8 different bank groups, so the stores are conflict-free.
+template <class T, int BN>
+__device__ __forceinline__ void StageTile(unsigned char* half, const float (&acc)[BN / 2],
+                                          int warp, int lane) {
+  using Pair = decltype(Out<T>::Pack(0.f, 0.f));
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + lane / 4 + h * 8;
+      unsigned char* p = half + (j >> 3) * 64 * kRowBytes + r * kRowBytes +
+                         (((j & 7) ^ (r & 7)) << 4) + (lane & 3) * 4;
+      *reinterpret_cast<Pair*>(p) = Out<T>::Pack(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
 }  // namespace wgmma_detail
 
 // Producer load paths: TMA (one thread issues two bulk tensor copies per stage) or cp.async (the
@@ -366,19 +449,26 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   unsigned char* base = syncopate_wgmma_smem + (((raw + 1023u) & ~1023u) - raw);
   unsigned char* a_stages = base;
   unsigned char* b_stages = base + kStages * kStageA;
-  // After the stages, 1024 bytes: mbarriers and the abort word, then at +512 the two 128-byte
-  // tensor-map scratch areas.
+  // After the stages, 1024 bytes: mbarriers, the abort word and the tensor-map slot, then at +512
+  // three 128-byte tensor-map scratch areas; then (when it fits) the epilogue's staging tile.
   unsigned char* tail = b_stages + kStages * kStageB;
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tail);
   unsigned long long* empty = full + kStages;
   volatile int* aborted = reinterpret_cast<volatile int*>(empty + kStages);
+  unsigned* map_slot = reinterpret_cast<unsigned*>(empty + kStages) + 1;
   unsigned char* map_scratch = tail + 512;
-  static_assert(2 * kStages * 8 + 4 <= 512, "mbarriers overlap the tensor-map scratch");
+  unsigned char* c_staging = tail + 1024;  // BM x BN of T: 64-row halves, 64 x 64 boxes
+  static_assert(2 * kStages * 8 + 8 <= 512, "mbarriers overlap the tensor-map scratch");
+  constexpr bool kStagedEpilogue = StagedEpilogueFits<BM, BN, kStages>();
 
   const bool aligned = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
                                        reinterpret_cast<unsigned long long>(B)) & 15ull) == 0ull;
   const bool tma = aligned && kLoads == kLoadTma;
   const bool cp_async = aligned && kLoads == kLoadCpAsync;
+  // The epilogue's TMA store: needs the TMA descriptors (TMA loads), the staging tile, and C
+  // 16-byte aligned with 16-byte rows; otherwise the consumers store from registers.
+  const bool tma_store = kStagedEpilogue && tma && N % 8 == 0 &&
+                         (reinterpret_cast<unsigned long long>(C) & 15ull) == 0ull;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -387,6 +477,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
     }
     *aborted = 0;
+    if (tma) *map_slot = atomicAdd(&g_tensor_map_ticket, 1u) % kTensorMapSlots;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -395,18 +486,19 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   // Broadcast from lane 0 so the compiler sees the role as warp-uniform; otherwise ptxas treats
   // the consumer branch as divergent and serialises the wgmmas (warning C7518).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  unsigned char* map_a = g_tensor_maps + *map_slot * kMapsPerSlot * kTensorMapBytes;
+  unsigned char* map_b = map_a + kTensorMapBytes;
+  unsigned char* map_c = map_b + kTensorMapBytes;
 
   if (wg == 0 && tma) {
     // ---------------- producer, TMA: warp 0 encodes, thread 0 issues ----------------
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
-    unsigned ticket = 0;
-    if (lane == 0) ticket = atomicAdd(&g_tensor_map_ticket, 1u);
-    ticket = __shfl_sync(0xffffffffu, ticket, 0);
-    unsigned char* map_a = g_tensor_maps + (ticket % kTensorMapSlots) * 2 * kTensorMapBytes;
-    unsigned char* map_b = map_a + kTensorMapBytes;
     EncodeTensorMap(map_scratch, map_a, A, M, K, BM, lane);
     EncodeTensorMap(map_scratch + kTensorMapBytes, map_b, B, N, K, BN, lane);
+    // C's map: the consumers' issuing threads acquire it; this warp's release reaches them
+    // through lane 0's first arrival on a "full" barrier, which they wait on before any store.
+    if (tma_store) EncodeTensorMap(map_scratch + 2 * kTensorMapBytes, map_c, C, M, N, 64, lane);
     if (lane != 0) return;
     AcquireTensorMap(map_a);
     AcquireTensorMap(map_b);
@@ -490,6 +582,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   const bool pair_store = N % 2 == 0 && (reinterpret_cast<unsigned long long>(C) & 3ull) == 0ull;
   const unsigned a_base = SmemAddr(a_stages) + ci * 64 * kRowBytes;
   const unsigned b_base = SmemAddr(b_stages);
+  bool map_c_acquired = false;
   int it = 0;
   for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
     const syncopate::Tile t = s.tile(i);
@@ -501,7 +594,10 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       const int st = it % kStages;
       MbarWait(&full[st], (it / kStages) & 1);
       // The producer gave up on this tile's chunks (read once per warp: a uniform branch).
-      if (kb == 0 && __shfl_sync(0xffffffffu, *aborted, 0) == it + 1) return;
+      if (kb == 0 && __shfl_sync(0xffffffffu, *aborted, 0) == it + 1) {
+        if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
+        return;
+      }
       if (cp_async) FenceProxyAsync();  // TMA writes through the async proxy already
       WgmmaFence();
 #pragma unroll
@@ -517,29 +613,32 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     WgmmaWait<0>();
     if (prev >= 0 && lane == 0) MbarArrive(&empty[prev]);
 
-    // Epilogue: acc[4j + {0,1}] is row r, columns 8j + 2q + {0,1}; acc[4j + {2,3}] row r + 8.
-    const int row = t.m * BM + ci * 64 + warp * 16 + lane / 4;
-    const int col0 = t.n * BN + (lane % 4) * 2;
+    if (tma_store) {
+      unsigned char* half = c_staging + ci * 64 * BN * 2;  // this warpgroup's 64 rows
+      const bool issuer = (ctid & 127) == 0;
+      const int barrier = kEpilogueBarrier0 + ci;
+      if (issuer) BulkWaitRead();  // the previous tile's store has read the staging half
+      syncopate::GroupBarrier(barrier, 128);
+      StageTile<T, BN>(half, acc, warp, lane);
+      FenceProxyAsync();  // these generic-proxy writes, before the TMA store reads them
+      syncopate::GroupBarrier(barrier, 128);
+      if (issuer) {
+        if (!map_c_acquired) AcquireTensorMap(map_c);
+        map_c_acquired = true;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = col0 + j * 8;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row + h * 8;
-        if (r >= M) continue;
-        T* out = C + static_cast<long long>(r) * N + col;
-        const float x = acc[4 * j + 2 * h];
-        const float y = acc[4 * j + 2 * h + 1];
-        if (pair_store && col + 1 < N) {
-          *reinterpret_cast<decltype(Out<T>::Pack(0.f, 0.f))*>(out) = Out<T>::Pack(x, y);
-        } else {
-          if (col < N) out[0] = Out<T>::One(x);
-          if (col + 1 < N) out[1] = Out<T>::One(y);
+        for (int b = 0; b < BN / 64; ++b) {
+          TmaStore2d(map_c, t.n * BN + b * 64, t.m * BM + ci * 64, SmemAddr(half + b * 64 * kRowBytes));
         }
+        BulkCommit();
+        if (s.publishes(t)) BulkWaitAll();  // done_by_group publishes what it stored
       }
+    } else {
+      StoreTileFromRegisters<T, BN>(C, acc, t.m * BM + ci * 64 + warp * 16 + lane / 4,
+                                    t.n * BN + (lane % 4) * 2, M, N, pair_store);
     }
     s.done_by_group(t, group);
   }
+  if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // shared memory outlives the last store
 #endif  // SYNCOPATE_WGMMA_OK
 }
 

@@ -133,14 +133,17 @@ KernelSpec GemmSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType
                                     int64_t tile_m = 128, int64_t tile_n = 128);
 // The Hopper variants (examples/kernels/gemm_wgmma.cuh, sm_90a only): same operands and
 // footprints, tile_m x tile_n tiles (tile_m 128; tile_n 128 or 256), `stages` shared-memory
-// stages of 64 k each, 384 threads (producer + two consumer warpgroups), one CTA per SM.
+// stages of 64 k each, 384 threads (producer + two consumer warpgroups), one CTA per SM. Three
+// stages by default: with four, 128 x 256 tiles leave no room for the epilogue's staging tile.
 KernelSpec GemmWgmmaSpecForAllGather(int64_t m, int64_t n, int64_t k, plan::DType dtype,
-                                     int64_t tile_m = 128, int64_t tile_n = 256, int stages = 4);
+                                     int64_t tile_m = 128, int64_t tile_n = 256, int stages = 3);
 KernelSpec GemmWgmmaSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType dtype,
                                          int64_t tile_m = 128, int64_t tile_n = 256,
-                                         int stages = 4);
-// Dynamic shared memory gemm_wgmma needs: stages of (tile_m + tile_n) rows of 128 bytes, plus
-// 1024 bytes of alignment slack and 1024 for the mbarriers and the abort word.
+                                         int stages = 3);
+// Dynamic shared memory gemm_wgmma needs: stages of (tile_m + tile_n) rows of 128 bytes, 1024
+// bytes of alignment slack, 1024 for the mbarriers and tensor-map scratch, plus the epilogue's
+// tile_m x tile_n staging tile (16-bit) when the total stays within 227 KB (else the kernel
+// stores from registers and needs no staging).
 int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages);
 
 // examples/kernels/rowwise.cuh (RMS norm over rows of X [rows, cols] into Y): X consumed from

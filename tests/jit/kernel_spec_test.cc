@@ -148,5 +148,19 @@ TEST(KernelSpecTest, ExampleSpecFilesMatchFactories) {
   }
 }
 
+// The wgmma kernel stages its epilogue through shared memory only when the staging tile fits
+// beside the stages in Hopper's 227 KB; the host's size and the kernel's rule must agree.
+TEST(GemmWgmmaSmemBytes, AddsTheStagingTileOnlyWhereItFits) {
+  EXPECT_EQ(GemmWgmmaSmemBytes(128, 256, 3), 3 * 384 * 128 + 2048 + 128 * 256 * 2);  // 215040
+  EXPECT_EQ(GemmWgmmaSmemBytes(128, 256, 4), 4 * 384 * 128 + 2048);  // no room: registers
+  EXPECT_EQ(GemmWgmmaSmemBytes(128, 128, 6), 6 * 256 * 128 + 2048 + 128 * 128 * 2);  // 231424
+  EXPECT_EQ(GemmWgmmaSmemBytes(128, 128, 7), 7 * 256 * 128 + 2048);
+  for (int stages = 2; stages <= 7; ++stages) {
+    EXPECT_LE(GemmWgmmaSmemBytes(128, 128, stages), 232448) << stages;
+  }
+  EXPECT_EQ(GemmWgmmaSpecForAllGather(8192, 8192, 8192, plan::DType::kBF16).dynamic_smem_bytes,
+            215040);
+}
+
 }  // namespace
 }  // namespace syncopate::jit

@@ -27,6 +27,9 @@
 //   bool wait_by_thread(const Tile&)                 one thread (the loader), no barrier
 //   void done_by_group(const Tile&, ThreadGroup g)   the threads that wrote the tile, named
 //                                                    barrier g.barrier over g.nthreads threads
+//   bool publishes(const Tile&)                      done_by_group will publish chunks: the
+//                                                    tile's asynchronous (bulk) stores must be
+//                                                    complete before it, not just issued
 //
 // Schedules:
 //   syncopate::LocalSchedule(tiles_m, tiles_n, group_m)  all tiles, no waits: a plain kernel

@@ -85,7 +85,7 @@ GemmKernelChoice ChooseKernel(const Context& ctx, const BenchOptions& o, int64_t
   if (!c.wgmma) return c;
   if (o.tile_n != 0 || o.stages != 0) {
     c.spec = jit::GemmWgmmaSpecForAllGather(M, N, K, o.dtype, 128, o.tile_n ? o.tile_n : 256,
-                                            o.stages ? o.stages : 4);
+                                            o.stages ? o.stages : 3);
   }
   if (o.loads == "cpasync") c.spec.template_args.push_back("1");  // kLoadCpAsync
   return c;

@@ -94,6 +94,7 @@ class LocalSchedule {
   SYNCOPATE_DEVICE void done(const Tile&) const {}
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done_by_group(const Tile&, const ThreadGroup&) const {}
+  SYNCOPATE_DEVICE bool publishes(const Tile&) const { return false; }
   // No peers in a local launch.
   SYNCOPATE_DEVICE void* remote(int /*operand*/, int /*peer*/) const { return nullptr; }
   template <class T>
@@ -221,6 +222,14 @@ class FusedSchedule {
     if (off[0] != off[1]) asm volatile("fence.proxy.async;" ::: "memory");
 #endif
     return true;
+  }
+
+  // True when done()/done_by_group() of tile t publishes outgoing chunks (t writes part of one):
+  // its stores must then be complete, not merely issued, before that call. A kernel that stores
+  // asynchronously (TMA bulk stores) waits for them only for such tiles.
+  SYNCOPATE_DEVICE bool publishes(const Tile& t) const {
+    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    return off[0] != off[1];
   }
 
   // done_by_group: collective over the thread group `g` that wrote the tile (every member calls
