@@ -7,11 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
 targets=(cuda_unit_test cuda_gpu_test gpu_overlap_bench staged_ucx_bench syncopated
-         control_plane_bench syncopate)
+         control_plane_bench syncopate syncopate_tp_bench)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
 ../shared/tools/device-bundle .device/bin "$build/tests/cuda/cuda_unit_test" \
   "$build/tests/cuda/cuda_gpu_test" "$build/runtime/cuda/gpu_overlap_bench" \
   "$build/runtime/cuda/staged_ucx_bench" "$build/server/syncopated" \
-  "$build/server/control_plane_bench" "$build/client/cli/syncopate"
+  "$build/server/control_plane_bench" "$build/client/cli/syncopate" \
+  "$build/bench/multigpu/syncopate_tp_bench"

@@ -1,20 +1,35 @@
-// GEMM kernel selection by GPU architecture; see gemm_kernels.h.
+// GEMM kernel selection by GPU architecture and tuning table; see gemm_kernels.h.
 #include "runtime/cuda/gemm_kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "jit/cache/disk_store.h"
+#include "runtime/base/status_macros.h"
 
 namespace syncopate::cuda {
 
 std::string ArchFor(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm_", cc); }
 
+std::string WgmmaConfigName(const WgmmaConfig& c) {
+  return absl::StrCat("128x", c.tile_n, "x", c.stages, c.cp_async ? " cpasync" : " tma");
+}
+
 GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n, int64_t k,
-                            plan::DType dtype, bool force_mma) {
+                            plan::DType dtype, bool force_mma, const WgmmaConfig* tuned) {
   const bool half = dtype == plan::DType::kBF16 || dtype == plan::DType::kF16;
   GemmKernelChoice c;
   c.wgmma = !force_mma && cc == 90 && half && k % 8 == 0;
   if (c.wgmma) {
-    c.spec = workload == GemmWorkload::kAllGather ? jit::GemmWgmmaSpecForAllGather(m, n, k, dtype)
-                                                  : jit::GemmWgmmaSpecForReduceScatter(m, n, k, dtype);
+    const bool ag = workload == GemmWorkload::kAllGather;
+    if (tuned == nullptr) {  // the spec's defaults: whatever its owner made the untuned kernel
+      c.spec = ag ? jit::GemmWgmmaSpecForAllGather(m, n, k, dtype)
+                  : jit::GemmWgmmaSpecForReduceScatter(m, n, k, dtype);
+    } else {
+      const WgmmaConfig& w = *tuned;
+      c.spec = ag ? jit::GemmWgmmaSpecForAllGather(m, n, k, dtype, 128, w.tile_n, w.stages)
+                  : jit::GemmWgmmaSpecForReduceScatter(m, n, k, dtype, 128, w.tile_n, w.stages);
+      // gemm_wgmma's kLoads template argument: 1 = kLoadCpAsync; absent = TMA (its default).
+      if (w.cp_async) c.spec.template_args.push_back("1");
+    }
     c.source_name = "gemm_wgmma.cuh";
   } else {
     c.spec = workload == GemmWorkload::kAllGather ? jit::GemmSpecForAllGather(m, n, k, dtype)
@@ -22,6 +37,32 @@ GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n,
     c.source_name = "gemm_mma.cuh";
   }
   return c;
+}
+
+tune::TuningKey WgmmaTuningKey(int cc, int64_t m, int64_t n, int64_t k, plan::DType dtype) {
+  return {"gemm_wgmma", ArchFor(cc), dtype, m, n, k};
+}
+
+absl::StatusOr<std::optional<WgmmaConfig>> FindTunedWgmma(const std::string& cache_dir, int cc,
+                                                          int64_t m, int64_t n, int64_t k,
+                                                          plan::DType dtype) {
+  std::string dir = cache_dir;
+  if (dir.empty()) {
+    ASSIGN_OR_RETURN(dir, cache::DefaultCacheDir());
+  }
+  const tune::TuningTable table(dir);
+  const tune::TuningKey key = WgmmaTuningKey(cc, m, n, k, dtype);
+  absl::StatusOr<tune::TunedGemm> tuned = table.Lookup(key);
+  if (absl::IsNotFound(tuned.status())) return std::nullopt;
+  if (!tuned.ok()) return tuned.status();
+  // The table checks its format; the kernel's own limits are checked here (gemm_wgmma.cuh's
+  // static_asserts), so a bad entry is an error now rather than an NVRTC failure later.
+  if ((tuned->tile_n != 128 && tuned->tile_n != 256) || tuned->stages < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(table.PathFor(key), ": tile_n ", tuned->tile_n, ", stages ", tuned->stages,
+                     " is not a gemm_wgmma configuration (tile_n 128 or 256, stages >= 2)"));
+  }
+  return WgmmaConfig{tuned->tile_n, tuned->stages, tuned->loads == "cpasync"};
 }
 
 }  // namespace syncopate::cuda

@@ -12,12 +12,14 @@
 //                          [--shapes N]   (the first N of the shape list; default all)
 //                          [--tile-n 128|256] [--stages S] [--loads tma|cpasync]  (wgmma kernel)
 //                          [--fused 0]    (skip the fused kernel: local vs cuBLAS only)
+//                          [--tuned 1 [--cache-dir D]]  (the `syncopate tune` winner per shape)
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,14 +77,22 @@ struct BenchOptions {
   int tile_n = 0;
   int stages = 0;
   std::string loads;  // "tma" (default) or "cpasync"
+  bool tuned = false;     // take each shape's winner from the tuning table, where there is one
+  std::string cache_dir;  // the tuning table's cache directory ("": the default)
 };
 
-// The kernel SelectGemm picks, with the wgmma parameters the options override.
-GemmKernelChoice ChooseKernel(const Context& ctx, const BenchOptions& o, int64_t M, int64_t N,
-                              int64_t K) {
-  GemmKernelChoice c = SelectGemm(ctx.compute_capability(), GemmWorkload::kAllGather, M, N, K,
-                                  o.dtype, o.force_mma);
-  if (!c.wgmma) return c;
+// The kernel SelectGemm picks (with the tuning table's winner under --tuned), with the wgmma
+// parameters the options override.
+absl::StatusOr<GemmKernelChoice> ChooseKernel(const Context& ctx, const BenchOptions& o,
+                                              int64_t M, int64_t N, int64_t K) {
+  const int cc = ctx.compute_capability();
+  std::optional<WgmmaConfig> tuned;
+  if (o.tuned) {
+    ASSIGN_OR_RETURN(tuned, FindTunedWgmma(o.cache_dir, cc, M, N, K, o.dtype));
+  }
+  GemmKernelChoice c = SelectGemm(cc, GemmWorkload::kAllGather, M, N, K, o.dtype, o.force_mma,
+                                  tuned ? &*tuned : nullptr);
+  if (!c.wgmma || tuned) return c;
   if (o.tile_n != 0 || o.stages != 0) {
     c.spec = jit::GemmWgmmaSpecForAllGather(M, N, K, o.dtype, 128, o.tile_n ? o.tile_n : 256,
                                             o.stages ? o.stages : 3);
@@ -104,7 +114,7 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
   const int world = o.world;
   const plan::DType dtype = o.dtype;
   const int reps = o.reps;
-  const GemmKernelChoice choice = ChooseKernel(ctx, o, M, N, K);
+  ASSIGN_OR_RETURN(const GemmKernelChoice choice, ChooseKernel(ctx, o, M, N, K));
   const jit::KernelSpec& spec = choice.spec;
   plan::TemplateParams tp;
   tp.world_size = world;
@@ -246,6 +256,8 @@ absl::Status Main(int argc, char** argv) {
     else if (f == "--stages") o.stages = std::atoi(argv[i + 1]);
     else if (f == "--loads") o.loads = argv[i + 1];
     else if (f == "--fused") o.fused = std::atoi(argv[i + 1]) != 0;
+    else if (f == "--tuned") o.tuned = std::atoi(argv[i + 1]) != 0;
+    else if (f == "--cache-dir") o.cache_dir = argv[i + 1];
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", f));
   }
   ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
