@@ -1,6 +1,8 @@
 // Plans and kernel specs of syncopate_tp_bench's configurations; see kernels.h.
 #include "bench/multigpu/kernels.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
@@ -61,9 +63,12 @@ absl::StatusOr<ProblemKernels> BuildProblemKernels(const BenchFlags& flags, cons
   tp.chunks_per_shard = chunks;
   ProblemKernels out;
   const bool ag = p.workload == Workload::kAllGatherGemm;
+  // A `syncopate tune` winner for this per-rank GEMM in the bench's cache directory, if any.
+  ASSIGN_OR_RETURN(std::optional<cuda::WgmmaConfig> tuned,
+                   cuda::FindTunedWgmma(flags.cache_dir, cc, p.m, p.n, p.k, dt));
   cuda::GemmKernelChoice gemm = cuda::SelectGemm(
       cc, ag ? cuda::GemmWorkload::kAllGather : cuda::GemmWorkload::kReduceScatter, p.m, p.n, p.k,
-      dt, /*force_mma=*/flags.gemm == "mma");
+      dt, /*force_mma=*/flags.gemm == "mma", tuned ? &*tuned : nullptr);
   out.gemm_spec = std::move(gemm.spec);
   out.gemm_source = gemm.source_name;
   switch (p.workload) {
