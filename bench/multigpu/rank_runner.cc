@@ -14,12 +14,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/multigpu/check_kernels.h"
-#include "bench/multigpu/cublas_lib.h"
 #include "bench/multigpu/kernels.h"
 #include "bench/multigpu/results.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/cuda/workloads/test_kernels.h"
 
@@ -159,7 +159,7 @@ class Runner {
   std::unique_ptr<cuda::OverlapRuntime> rt_;
   std::unique_ptr<workloads::TestKernels> tk_;
   std::unique_ptr<CheckKernels> checks_;
-  std::unique_ptr<CublasLib> cublas_;
+  std::unique_ptr<cuda::CublasLib> cublas_;
   std::string cublas_error_;
   cuda::Stream stream_;
   std::vector<cuda::Event> events_;
@@ -198,7 +198,7 @@ absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem
   tk_ = std::make_unique<workloads::TestKernels>(std::move(tk));
   ASSIGN_OR_RETURN(CheckKernels ck, CheckKernels::Load(rt_->group().context()));
   checks_ = std::make_unique<CheckKernels>(std::move(ck));
-  auto blas = CublasLib::Open(stream());
+  auto blas = cuda::CublasLib::Open(stream());
   if (blas.ok()) {
     cublas_ = *std::move(blas);
   } else {
@@ -292,7 +292,8 @@ absl::Status Runner::BuildVariant(const Problem& p, Variant& v) {
 
 absl::Status Runner::Reference(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, const Problem& p,
                                int64_t m, bool accumulate) {
-  if (cublas_) return cublas_->Gemm(a, b, c, m, p.n, p.k, /*out_f32=*/true, accumulate);
+  if (cublas_) return cublas_->Gemm(a, b, c, m, p.n, p.k, plan::DType::kBF16, /*out_f32=*/true,
+                                    accumulate);
   return tk_->ReferenceGemm(a, b, c, static_cast<int>(m), static_cast<int>(p.n),
                             static_cast<int>(p.k), plan::DType::kBF16, accumulate, stream());
 }
@@ -595,7 +596,9 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
   if (cublas_) {
     ResultRow r = RowFor(p, "cublas-gemm");
     CUdeviceptr a = is_ag(p) ? data_->local() : a_.get();
-    auto run = [&] { return cublas_->Gemm(a, b_.get(), c_.get(), p.m, p.n, p.k, false, false); };
+    auto run = [&] { return cublas_->Gemm(a, b_.get(), c_.get(), p.m, p.n, p.k, plan::DType::kBF16,
+                                                 false, false);
+    };
     Measurement mine;
     auto t = Time(nullptr, run);
     mine = t.ok() ? Measurement{} : Failed(t.status());

@@ -420,6 +420,16 @@ __device__ __forceinline__ void StageTile(unsigned char* half, const float (&acc
   }
 }
 
+// A producer that stops (the launch aborted) completes the stage the consumers wait on next, k-block
+// `it`, once they have released it; they see `aborted` there and return.
+template <int kStages>
+__device__ __forceinline__ void WakeConsumersAt(int it, unsigned long long* full,
+                                                unsigned long long* empty) {
+  const int st = it % kStages;
+  MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+  MbarArrive(&full[st]);
+}
+
 }  // namespace wgmma_detail
 
 // Producer load paths: TMA (one thread issues two bulk tensor copies per stage) or cp.async (the
@@ -511,9 +521,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
         // only stops there, never at an earlier tile whose stage it is still reading. Wake the
         // consumers at the stage they will wait on next; they see the flag and return.
         *aborted = it + 1;
-        const int st = it % kStages;
-        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
-        MbarArrive(&full[st]);
+        WakeConsumersAt<kStages>(it, full, empty);
         return;
       }
       const int m0 = t.m * BM;
@@ -540,9 +548,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       if (ptid == 0 && !s.wait_by_thread(t)) *aborted = it + 1;
       syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // chunks acquired (or not)
       if (*aborted != 0) {
-        const int st = it % kStages;
-        MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
-        MbarArrive(&full[st]);
+        WakeConsumersAt<kStages>(it, full, empty);
         return;
       }
       const int m0 = t.m * BM;

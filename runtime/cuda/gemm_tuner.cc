@@ -1,9 +1,6 @@
 // The wgmma GEMM autotuner; see gemm_tuner.h.
 #include "runtime/cuda/gemm_tuner.h"
 
-#include <cublas_v2.h>
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -18,6 +15,7 @@
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/kernel_timing.h"
 #include "runtime/cuda/workloads/test_kernels.h"
@@ -33,66 +31,6 @@ constexpr int kMaxStages = 31;
 // than this is wrong, not rounded differently.
 constexpr double kMaxCublasRelErr = 1e-2;
 
-// cuBLAS for the ratio the table stores, dlopen'ed as gpu_overlap_bench does: no link-time
-// dependency, so the tuner also runs where libcublas is absent. The handle is destroyed with this
-// object; the library stays loaded for the process (unloading CUDA libraries buys nothing).
-class Cublas {
- public:
-  static absl::StatusOr<std::unique_ptr<Cublas>> Load(CUstream stream) {
-    void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-    }
-    if (lib == nullptr) return absl::NotFoundError(absl::StrCat("libcublas.so.13: ", dlerror()));
-    auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
-    auto set_stream =
-        reinterpret_cast<decltype(&cublasSetStream_v2)>(dlsym(lib, "cublasSetStream_v2"));
-    std::unique_ptr<Cublas> c(new Cublas);
-    c->destroy_ = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
-    c->gemm_ = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
-    if (!create || !set_stream || !c->destroy_ || !c->gemm_) {
-      return absl::NotFoundError("libcublas.so.13 lacks cublasCreate/SetStream/Destroy/GemmEx");
-    }
-    if (create(&c->handle_) != CUBLAS_STATUS_SUCCESS) {
-      c->handle_ = nullptr;
-      return absl::InternalError("cublasCreate failed");
-    }
-    if (set_stream(c->handle_, reinterpret_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) {
-      return absl::InternalError("cublasSetStream failed");
-    }
-    return c;
-  }
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-  ~Cublas() {
-    if (handle_ != nullptr) destroy_(handle_);
-  }
-
-  // Row-major C[m, n] = A[m, k] B[n, k]^T is column-major C^T[n, m] = op(B) A^T with op = T.
-  absl::Status Gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, const GemmShape& s,
-                    plan::DType dtype) const {
-    const cudaDataType_t t = dtype == plan::DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const float alpha = 1.0f, beta = 0.0f;
-    const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
-    cublasStatus_t st =
-        gemm_(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, reinterpret_cast<void*>(b), t, k,
-              reinterpret_cast<void*>(a), t, k, &beta, reinterpret_cast<void*>(c), t, n,
-              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return absl::InternalError(absl::StrCat("cublasGemmEx ", st));
-    return absl::OkStatus();
-  }
-
- private:
-  // cublasGemmEx is overloaded in C++: the C entry point's type, spelled out.
-  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                    int, const void*, const void*, cudaDataType, int, const void*,
-                                    cudaDataType, int, const void*, void*, cudaDataType, int,
-                                    cublasComputeType_t, cublasGemmAlgo_t);
-  Cublas() = default;
-  decltype(&cublasDestroy_v2) destroy_ = nullptr;
-  GemmEx gemm_ = nullptr;
-  cublasHandle_t handle_ = nullptr;
-};
 
 // One candidate's kernel, ready to launch.
 struct Candidate {
@@ -340,16 +278,17 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
   }
 
   // cuBLAS: a sanity check of the reference and, timed alongside, the ratio the table keeps.
-  std::unique_ptr<Cublas> blas;
+  std::unique_ptr<CublasLib> blas;
   DeviceBuffer c_blas;
   if (!options.cublas) {
     r.cublas_note = "cuBLAS not timed (disabled)";
-  } else if (absl::StatusOr<std::unique_ptr<Cublas>> loaded = Cublas::Load(s); !loaded.ok()) {
+  } else if (absl::StatusOr<std::unique_ptr<CublasLib>> loaded = CublasLib::Open(s); !loaded.ok()) {
     r.cublas_note = absl::StrCat("cuBLAS not timed: ", loaded.status().message());
   } else {
     blas = *std::move(loaded);
     ASSIGN_OR_RETURN(c_blas, DeviceBuffer::Allocate(api, mn * 2));
-    RETURN_IF_ERROR(blas->Gemm(a.get(), b.get(), c_blas.get(), shape, dtype));
+    RETURN_IF_ERROR(blas->Gemm(a.get(), b.get(), c_blas.get(), shape.m, shape.n, shape.k, dtype,
+                               /*out_f32=*/false, /*accumulate=*/false));
     ASSIGN_OR_RETURN(std::vector<uint16_t> want, workloads::Download16(api, c_blas.get(), mn, s));
     r.cublas_rel_err = RelativeError(reference, want, dtype);
     if (!(*r.cublas_rel_err <= kMaxCublasRelErr)) {
@@ -369,7 +308,10 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
     runs.push_back([&launch, &k = built[i]] { return launch(k); });
   }
   if (blas) {
-    runs.push_back([&] { return blas->Gemm(a.get(), b.get(), c_blas.get(), shape, dtype); });
+    runs.push_back([&] {
+      return blas->Gemm(a.get(), b.get(), c_blas.get(), shape.m, shape.n, shape.k, dtype, false,
+                        false);
+    });
   }
   ASSIGN_OR_RETURN(std::vector<double> ms,
                    MedianMsInterleaved(api, s, options.warmup, options.reps, runs));

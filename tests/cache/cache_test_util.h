@@ -12,26 +12,14 @@
 
 #include "gtest/gtest.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace syncopate::cache::testing {
 
 // A fresh directory under the test temp dir, removed when the object goes.
-class ScratchDir {
+class ScratchDir : public syncopate::testing::ScratchDir {
  public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "/syncopate_cache_XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : syncopate::testing::ScratchDir("syncopate_cache") {}
 };
 
 // A kernel whose bytes depend on `seed`, `size` bytes long, looking like a cubin.

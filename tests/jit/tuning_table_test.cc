@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace syncopate::tune {
 namespace {
@@ -21,21 +22,9 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A fresh directory under the test temp dir, removed when the object goes.
-class ScratchDir {
+class ScratchDir : public syncopate::testing::ScratchDir {
  public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "/syncopate_tuning_XXXXXX";
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : syncopate::testing::ScratchDir("syncopate_tuning") {}
 };
 
 TuningKey Key(int64_t m = 8192, int64_t n = 4096, int64_t k = 1024) {

@@ -13,8 +13,6 @@
 //                          [--tile-n 128|256] [--stages S] [--loads tma|cpasync]  (wgmma kernel)
 //                          [--fused 0]    (skip the fused kernel: local vs cuBLAS only)
 //                          [--tuned 1 [--cache-dir D]]  (the `syncopate tune` winner per shape)
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,14 +21,13 @@
 #include <string>
 #include <vector>
 
-#include <cublas_v2.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/kernel_timing.h"
@@ -41,31 +38,6 @@
 
 namespace syncopate::cuda {
 namespace {
-
-struct Cublas {
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  // cublasGemmEx is overloaded in C++: the C entry point's type, spelled out.
-  cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-                         const void*, const void*, cudaDataType, int, const void*, cudaDataType,
-                         int, const void*, void*, cudaDataType, int, cublasComputeType_t,
-                         cublasGemmAlgo_t) = nullptr;
-  cublasHandle_t handle = nullptr;
-};
-
-absl::StatusOr<Cublas> LoadCublas(CUstream stream) {
-  void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return absl::NotFoundError(absl::StrCat("libcublas.so.13: ", dlerror()));
-  Cublas c;
-  c.create = reinterpret_cast<decltype(c.create)>(dlsym(lib, "cublasCreate_v2"));
-  c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
-  c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(lib, "cublasGemmEx"));
-  if (!c.create || !c.set_stream || !c.gemm) return absl::NotFoundError("cuBLAS symbols missing");
-  if (c.create(&c.handle) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
-  c.set_stream(c.handle, reinterpret_cast<cudaStream_t>(stream));
-  return c;
-}
 
 struct BenchOptions {
   int reps = 20;
@@ -109,7 +81,8 @@ std::string KernelLabel(const GemmKernelChoice& c) {
 }
 
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
-                      Cublas& cublas, int64_t M, int64_t N, int64_t K, const BenchOptions& o) {
+                      const CublasLib& cublas, int64_t M, int64_t N, int64_t K,
+                      const BenchOptions& o) {
   const DriverApi& api = ctx.api();
   const int world = o.world;
   const plan::DType dtype = o.dtype;
@@ -186,18 +159,9 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
     return absl::OkStatus();
   };
   const bool bf16 = dtype == plan::DType::kBF16;
-  const cudaDataType_t ty = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  auto blas = [&]() -> absl::Status {
-    // Row-major C[M,N] = A[M,K] B[N,K]^T is column-major C^T[N,M] = B^T... : op(B)=T on [K,N].
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = cublas.gemm(
-        cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-        static_cast<int>(K), &alpha, reinterpret_cast<void*>(B.get()), ty, static_cast<int>(K),
-        reinterpret_cast<void*>(A.get()), ty, static_cast<int>(K), &beta,
-        reinterpret_cast<void*>(C_blas.get()), ty, static_cast<int>(N), CUBLAS_COMPUTE_32F,
-        CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return absl::InternalError(absl::StrCat("cublasGemmEx ", st));
-    return absl::OkStatus();
+  auto blas = [&]() {
+    return cublas.Gemm(A.get(), B.get(), C_blas.get(), M, N, K, dtype, /*out_f32=*/false,
+                       /*accumulate=*/false);
   };
   // Alternate the kernels every repetition so clock and power drift hit them alike.
   std::vector<TimedRun> runs = {
@@ -268,7 +232,7 @@ absl::Status Main(int argc, char** argv) {
   ASSIGN_OR_RETURN(Stream s, Stream::Create(ctx.api()));
   ASSIGN_OR_RETURN(syncopate::workloads::TestKernels tk,
                    syncopate::workloads::TestKernels::Load(ctx));
-  ASSIGN_OR_RETURN(Cublas cublas, LoadCublas(s.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<CublasLib> cublas, CublasLib::Open(s.get()));
   // {M, N, K}: square, then Llama-style MLP / attention projections (K, N) pairs at M = 8192.
   const int64_t shapes[][3] = {{8192, 8192, 8192},  {8192, 14336, 4096}, {8192, 4096, 14336},
                                {8192, 28672, 8192}, {8192, 8192, 28672}, {8192, 3584, 8192},
@@ -276,7 +240,7 @@ absl::Status Main(int argc, char** argv) {
   int done = 0;
   for (const auto& sh : shapes) {
     if (done++ >= max_shapes) break;
-    absl::Status st = RunShape(ctx, s.get(), tk, cublas, sh[0], sh[1], sh[2], o);
+    absl::Status st = RunShape(ctx, s.get(), tk, *cublas, sh[0], sh[1], sh[2], o);
     if (!st.ok()) std::printf("shape %ldx%ldx%ld failed: %s\n", sh[0], sh[1], sh[2], std::string(st.message()).c_str());
   }
   return absl::OkStatus();

@@ -1,12 +1,12 @@
 // cuBLAS through dlopen; see cublas_lib.h.
-#include "bench/multigpu/cublas_lib.h"
+#include "runtime/cuda/cublas_lib.h"
 
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include "absl/strings/str_cat.h"
 
-namespace syncopate::tp_bench {
+namespace syncopate::cuda {
 
 struct CublasLib::Impl {
   void* lib = nullptr;
@@ -54,22 +54,26 @@ absl::StatusOr<std::unique_ptr<CublasLib>> CublasLib::Open(CUstream stream) {
 }
 
 absl::Status CublasLib::Gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int64_t m, int64_t n,
-                             int64_t k, bool out_f32, bool accumulate) const {
+                             int64_t k, plan::DType in, bool out_f32, bool accumulate) const {
+  if (in != plan::DType::kBF16 && in != plan::DType::kF16) {
+    return absl::InvalidArgumentError("cuBLAS GEMM: inputs must be bf16 or f16");
+  }
+  const cudaDataType_t t = in == plan::DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   // Row-major C[m,n] = A[m,k] B[n,k]^T is column-major C^T[n,m] = op(B)[n,k] A^T[k,m], with B
   // stored as column-major [k, n] (op = T) and A as column-major [k, m].
   const float alpha = 1.0f, beta = out_f32 && accumulate ? 1.0f : 0.0f;
   const cublasStatus_t s = impl_->gemm(
       impl_->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(k), &alpha, reinterpret_cast<void*>(b), CUDA_R_16BF, static_cast<int>(k),
-      reinterpret_cast<void*>(a), CUDA_R_16BF, static_cast<int>(k), &beta,
-      reinterpret_cast<void*>(c), out_f32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(n),
+      static_cast<int>(k), &alpha, reinterpret_cast<void*>(b), t, static_cast<int>(k),
+      reinterpret_cast<void*>(a), t, static_cast<int>(k), &beta,
+      reinterpret_cast<void*>(c), out_f32 ? CUDA_R_32F : t, static_cast<int>(n),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cublasGemmEx(", m, "x", n, "x", k, ", ",
-                                            out_f32 ? "f32" : "bf16", " out): status ",
+                                            out_f32 ? "f32" : plan::DTypeName(in), " out): status ",
                                             static_cast<int>(s)));
   }
   return absl::OkStatus();
 }
 
-}  // namespace syncopate::tp_bench
+}  // namespace syncopate::cuda

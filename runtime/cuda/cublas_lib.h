@@ -1,7 +1,7 @@
 // cuBLAS, opened at run time (libcublas.so.13 dlopen'ed, like libcuda: the binary starts where no
-// CUDA libraries are installed). Two uses: the cuBLAS GEMM time of each per-rank problem (a
-// reference figure next to the local kernel), and the fp32 reference GEMM every output is
-// checked against (bf16 inputs, fp32 accumulation and output: independent of the kernels tested).
+// CUDA libraries are installed), for the benchmarks and the autotuner: cuBLAS's GEMM time as the
+// reference figure next to Syncopate's kernels, and an fp32 reference GEMM to check outputs
+// against (16-bit inputs, fp32 accumulation and output: independent of the kernels tested).
 // Thread-safety: one thread at a time per CublasLib (a cuBLAS handle bound to one stream).
 #pragma once
 
@@ -11,8 +11,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "runtime/plan/plan.h"
 
-namespace syncopate::tp_bench {
+namespace syncopate::cuda {
 
 class CublasLib {
  public:
@@ -22,10 +23,10 @@ class CublasLib {
   CublasLib(const CublasLib&) = delete;
   CublasLib& operator=(const CublasLib&) = delete;
 
-  // Row-major C[m, n] = A[m, k] B[n, k]^T with bf16 A, B. out_f32: C is fp32 (+= when
-  // accumulate), else bf16 (accumulate ignored).
+  // Row-major C[m, n] = A[m, k] B[n, k]^T with A, B of `in` (bf16 or f16). out_f32: C is fp32
+  // (+= when accumulate), else of `in` (accumulate ignored).
   absl::Status Gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int64_t m, int64_t n, int64_t k,
-                    bool out_f32, bool accumulate) const;
+                    plan::DType in, bool out_f32, bool accumulate) const;
 
  private:
   struct Impl;
@@ -33,4 +34,4 @@ class CublasLib {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace syncopate::tp_bench
+}  // namespace syncopate::cuda
