@@ -230,11 +230,22 @@ TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
     const absl::Time start = absl::Now();
     auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, b, 2, 300, 136, 64}, c);
     EXPECT_TRUE(results[2].ok()) << results[2];
+    // Both others fail by deadline. The absent rank is named by at least one of them; the other
+    // may name the first of them instead: a rank that gave up on rank 2 aborts its launch, and
+    // what it had not yet sent then never arrives either (seen once in four H200 runs: rank 0
+    // named rank 1). Until an abort carries its cause to the peers, that is the contract.
+    int named_absent = 0;
     for (int r : {0, 1}) {
       EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
           << cuda::BackendName(b) << " rank " << r << ": " << results[r];
-      EXPECT_THAT(results[r].message(), HasSubstr("rank 2")) << results[r];
+      const bool absent = absl::StrContains(results[r].message(), "from rank 2");
+      named_absent += absent;
+      if (!absent) {
+        EXPECT_THAT(results[r].message(), HasSubstr(absl::StrCat("from rank ", 1 - r)))
+            << results[r];
+      }
     }
+    EXPECT_GE(named_absent, 1) << cuda::BackendName(b) << ": " << results[0] << " / " << results[1];
     EXPECT_LT(absl::Now() - start, absl::Seconds(120));
   }
 }
