@@ -420,8 +420,8 @@ __device__ __forceinline__ void StageTile(unsigned char* half, const float (&acc
   }
 }
 
-// A producer that stops (the launch aborted) completes the stage the consumers wait on next, k-block
-// `it`, once they have released it; they see `aborted` there and return.
+// A producer that stops (the launch aborted) completes the stage the consumers wait on next,
+// k-block `it`, once they have released it; they see `aborted` there and return.
 template <int kStages>
 __device__ __forceinline__ void WakeConsumersAt(int it, unsigned long long* full,
                                                 unsigned long long* empty) {
@@ -439,7 +439,7 @@ __device__ __forceinline__ void WakeConsumersAt(int it, unsigned long long* full
 constexpr int kLoadTma = 0;
 constexpr int kLoadCpAsync = 1;
 
-template <class Schedule, class T, int BM = 128, int BN = 256, int kStages = 4,
+template <class Schedule, class T, int BM = 128, int BN = 256, int kStages = 3,
           int kLoads = kLoadTma>
 __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __restrict__ B,
                            T* __restrict__ C, int M, int N, int K) {
@@ -487,7 +487,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
     }
     *aborted = 0;
-    if (tma) *map_slot = atomicAdd(&g_tensor_map_ticket, 1u) % kTensorMapSlots;
+    *map_slot = tma ? atomicAdd(&g_tensor_map_ticket, 1u) % kTensorMapSlots : 0u;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -633,7 +633,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
         map_c_acquired = true;
 #pragma unroll
         for (int b = 0; b < BN / 64; ++b) {
-          TmaStore2d(map_c, t.n * BN + b * 64, t.m * BM + ci * 64, SmemAddr(half + b * 64 * kRowBytes));
+          TmaStore2d(map_c, t.n * BN + b * 64, t.m * BM + ci * 64,
+                     SmemAddr(half + b * 64 * kRowBytes));
         }
         BulkCommit();
         if (s.publishes(t)) BulkWaitAll();  // done_by_group publishes what it stored

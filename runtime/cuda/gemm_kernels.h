@@ -45,8 +45,8 @@ struct WgmmaConfig {
 std::string WgmmaConfigName(const WgmmaConfig& config);
 
 // The GEMM kernel for C[m, n] = A[m, k] B[n, k]^T on a GPU of compute capability `cc`. wgmma
-// needs cc 90 and k % 8 == 0 (its cp.async producer path; other k would take its slow
-// element-wise path, where mma.sync is faster). `force_mma` keeps the fallback (baselines).
+// needs cc 90 and k % 8 == 0 (its TMA producer path; other k would take its slow element-wise
+// path, where mma.sync is faster). `force_mma` keeps the fallback (baselines).
 // `tuned` (e.g. from FindTunedWgmma) replaces the default WgmmaConfig when wgmma is chosen; it is
 // ignored when mma.sync is.
 GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n, int64_t k,
