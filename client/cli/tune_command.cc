@@ -3,7 +3,7 @@
 // selection (FindTunedWgmma + SelectGemm, runtime/cuda/gemm_kernels.h) finds it.
 //
 //   syncopate tune --m 8192 --n 8192 --k 8192 [--dtype bf16|f16] [--cache-dir D] [--reps R]
-//                  [--full] [--cublas=false]
+//                  [--full] [--cublas=false] [--min-gain-pct 2]
 //
 // One line per candidate (tile and stages, load path, median ms, TFLOP/s, time relative to the
 // winner, or why it was rejected), then cuBLAS and the winner with where it was stored.
@@ -34,6 +34,7 @@ struct Options {
   int reps = 20;
   bool full = false;
   bool cublas = true;
+  int min_gain_pct = 2;
   bool help = false;
 };
 
@@ -66,6 +67,18 @@ void PrintResult(const cuda::TuneResult& r, const cuda::GemmShape& shape) {
   } else {
     std::printf("  %s\n", r.cublas_note.c_str());
   }
+  int fastest = r.winner;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const double ms = r.candidates[i].ms;
+    if (r.candidates[i].rejected.empty() && ms > 0 && ms < r.candidates[fastest].ms) {
+      fastest = static_cast<int>(i);
+    }
+  }
+  if (fastest != r.winner) {
+    std::printf("kept the default: %s was only %.1f%% faster, within run-to-run noise\n",
+                cuda::WgmmaConfigName(r.candidates[fastest].config).c_str(),
+                (best / r.candidates[fastest].ms - 1) * 100);
+  }
   std::printf(
       "winner %s: %.4f ms%s\nstored %s\n",
       cuda::WgmmaConfigName(r.candidates[r.winner].config).c_str(), best,
@@ -87,6 +100,8 @@ int RunTune(const std::vector<std::string>& args) {
   flags.AddBool("full", &o.full,
                 "every tile_n x stages x load path that fits in shared memory, not the "
                 "default four");
+  flags.AddInt("min-gain-pct", &o.min_gain_pct,
+               "a candidate replaces the default only if faster by more than this many percent");
   flags.AddBool("cublas", &o.cublas, "also time cuBLAS for the ratio (--cublas=false: skip)");
   flags.AddBool("help", &o.help, "print this help");
   if (absl::Status s = flags.Parse(args, nullptr); !s.ok()) return Fail(kExitUsage, s.message());
@@ -103,6 +118,9 @@ int RunTune(const std::vector<std::string>& args) {
   }
   if (o.dtype != "bf16" && o.dtype != "f16") return Fail(kExitUsage, "--dtype: bf16 or f16");
   if (o.reps < 1) return Fail(kExitUsage, "--reps must be at least 1");
+  if (o.min_gain_pct < 0 || o.min_gain_pct > 50) {
+    return Fail(kExitUsage, "--min-gain-pct must be in [0, 50]");
+  }
   const plan::DType dtype = o.dtype == "bf16" ? plan::DType::kBF16 : plan::DType::kF16;
 
   // The kernel cache first: a bad --cache-dir is a usage error, found before the GPU is touched.
@@ -129,6 +147,7 @@ int RunTune(const std::vector<std::string>& args) {
   options.reps = o.reps;
   options.full_sweep = o.full;
   options.cublas = o.cublas;
+  options.min_gain = o.min_gain_pct / 100.0;
   absl::StatusOr<cuda::TuneResult> result =
       cuda::TuneGemm(*ctx, kernel_cache->get(), shape, dtype, options);
   if (!result.ok())

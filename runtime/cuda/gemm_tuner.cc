@@ -114,6 +114,17 @@ absl::Status CheckArguments(int cc, const GemmShape& s, plan::DType dtype, const
 
 }  // namespace
 
+int PickWinner(const std::vector<double>& ms, int default_index, double min_gain) {
+  int best = -1;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i] > 0 && (best < 0 || ms[i] < ms[best])) best = static_cast<int>(i);
+  }
+  if (best < 0 || default_index < 0 || ms[default_index] <= 0 || default_index == best) {
+    return best;
+  }
+  return ms[default_index] <= ms[best] * (1.0 + min_gain) ? default_index : best;
+}
+
 std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   // The untuned default first: it is the reference the others are compared with.
   std::vector<WgmmaConfig> all = {WgmmaConfig{}};
@@ -315,10 +326,13 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
   }
   ASSIGN_OR_RETURN(std::vector<double> ms,
                    MedianMsInterleaved(api, s, options.warmup, options.reps, runs));
-  for (size_t j = 0; j < timed.size(); ++j) {
-    r.candidates[timed[j]].ms = ms[j];
-    if (r.winner < 0 || ms[j] < r.candidates[r.winner].ms) r.winner = timed[j];
+  std::vector<double> all_ms(r.candidates.size(), 0.0);
+  for (size_t j = 0; j < timed.size(); ++j) all_ms[timed[j]] = r.candidates[timed[j]].ms = ms[j];
+  int default_index = -1;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    if (r.candidates[i].config == WgmmaConfig{}) default_index = static_cast<int>(i);
   }
+  r.winner = PickWinner(all_ms, default_index, options.min_gain);
   if (blas) r.cublas_ms = ms.back();
 
   const TunedCandidate& w = r.candidates[r.winner];

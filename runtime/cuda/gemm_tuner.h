@@ -36,6 +36,10 @@ struct TuneOptions {
   // Non-empty: exactly these, in this order (candidates[0] is then the reference).
   std::vector<WgmmaConfig> candidates;
   bool cublas = true;  // also time cuBLAS (libcublas.so.13, dlopen'ed) for the stored ratio
+  // A candidate replaces the untuned default only when faster by more than this fraction: run
+  // to run, the H200's clocks move medians by ~1-3% (bench/RESULTS.md), and a winner inside
+  // that noise is a coin toss that the next process would pay for on every launch.
+  double min_gain = 0.02;
   uint64_t seed = 0x7a3e;
 };
 
@@ -56,6 +60,10 @@ struct TuneResult {
   std::string cublas_note;               // why cuBLAS was not timed
   std::string stored_at;                 // the tuning-table file written
 };
+
+// The index of the winner among candidates with median times `ms` (<= 0: not timed): the
+// fastest, unless the default (index `default_index`, -1 if absent) is within `min_gain` of it.
+int PickWinner(const std::vector<double>& ms, int default_index, double min_gain);
 
 // The candidates TuneGemm tries unless told otherwise, in order, all within `max_smem_bytes`
 // (jit::GemmWgmmaSmemBytes), the untuned default WgmmaConfig{} first (the reference): by default

@@ -21,6 +21,7 @@ run() {  # run <want exit> <want stderr fixed string> <args...>
 run 2 "--m is required" --n 64 --k 64
 run 2 "--k must be a multiple of 8" --m 64 --n 64 --k 63
 run 2 "unknown flag --bogus" --m 64 --n 64 --k 64 --bogus 1
+run 2 "--min-gain-pct must be in" --m 64 --n 64 --k 64 --min-gain-pct 90
 if "$syncopate" tune --m 64 --n 64 --k 64 --cache-dir="$dir/cache" >"$dir/out.txt" 2>&1; then
   grep -qF "stored " "$dir/out.txt" || { echo "tune passed without storing"; cat "$dir/out.txt"; exit 1; }
 else

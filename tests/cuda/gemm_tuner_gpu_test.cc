@@ -121,6 +121,16 @@ TEST(WgmmaCandidatesTest, DefaultFirstAndAllFit) {
 
 constexpr char kNotHopper[] = "not an sm_90 GPU: ";
 
+// The default keeps its place unless a candidate beats it by more than the noise margin.
+TEST(PickWinnerTest, TheDefaultWinsWithinTheMargin) {
+  EXPECT_EQ(PickWinner({1.00, 0.99, 1.20}, 0, 0.02), 0);   // 1% faster: noise, default stays
+  EXPECT_EQ(PickWinner({1.00, 0.95, 1.20}, 0, 0.02), 1);   // 5% faster: replaces it
+  EXPECT_EQ(PickWinner({1.00, 0.99, 1.20}, 0, 0.0), 1);    // no margin: the fastest
+  EXPECT_EQ(PickWinner({0.0, 0.99, 0.98}, 0, 0.02), 2);    // default not timed (rejected)
+  EXPECT_EQ(PickWinner({1.0, 0.9}, -1, 0.02), 1);          // no default among the candidates
+  EXPECT_EQ(PickWinner({0.0, 0.0}, 0, 0.02), -1);          // nothing timed
+}
+
 TEST(GemmTunerGpuTest, StoresAWinnerThatSelectGemmUses) {
   SYNCOPATE_REQUIRE_GPU();
   ScratchDir dir;
