@@ -28,31 +28,39 @@ absl::StatusOr<ForkedBootstrap> ForkedBootstrap::Create() {
 
 absl::StatusOr<std::unique_ptr<TcpBootstrap>> ForkedBootstrap::Join(
     int rank, int world_size, absl::Time deadline, std::unique_ptr<TcpBootstrapHub>& hub) const {
+  // The address travels as one fixed-size record per waiting rank. Writes of at most PIPE_BUF
+  // bytes are atomic and so is each read of a whole record, so ranks reading the one pipe at
+  // once each get a whole record (reading byte by byte, three readers got each other's bytes).
+  constexpr size_t kRecord = 64;
   std::string address;
   if (rank == 0) {
     ASSIGN_OR_RETURN(hub, TcpBootstrapHub::Start(world_size));
     address = hub->address();
-    // One line per waiting rank: each reads exactly one (byte by byte, up to its newline).
-    const std::string line = address + "\n";
+    if (address.size() >= kRecord) {
+      return absl::InternalError(absl::StrCat("hub address '", address, "' is too long"));
+    }
+    std::string record = address;
+    record.resize(kRecord, '\0');
     for (int r = 1; r < world_size; ++r) {
-      if (::write(write_end_.get(), line.data(), line.size()) !=
-          static_cast<ssize_t>(line.size())) {
+      if (::write(write_end_.get(), record.data(), kRecord) != static_cast<ssize_t>(kRecord)) {
         return absl::InternalError(
             absl::StrCat("publishing the hub address: ", std::strerror(errno)));
       }
     }
   } else {
-    while (address.empty() || address.back() != '\n') {
-      pollfd p{read_end_.get(), POLLIN, 0};
-      const int ms = static_cast<int>(
-          std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-      char c;
-      if (::poll(&p, 1, ms) != 1 || ::read(read_end_.get(), &c, 1) != 1) {
-        return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
-      }
-      address.push_back(c);
+    pollfd p{read_end_.get(), POLLIN, 0};
+    const int ms = static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    char record[kRecord];
+    if (::poll(&p, 1, ms) != 1) {
+      return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
     }
-    address.pop_back();
+    const ssize_t got = ::read(read_end_.get(), record, kRecord);
+    if (got != static_cast<ssize_t>(kRecord)) {
+      return absl::InternalError(absl::StrCat("reading the hub address: got ", got, " of ",
+                                              kRecord, " bytes"));
+    }
+    address.assign(record, strnlen(record, kRecord));
   }
   return TcpBootstrap::Connect(address, rank, world_size, deadline);
 }

@@ -177,6 +177,15 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     }
   }
 
+  if (options.staging != nullptr) {
+    for (const auto& [name, region] : e.plan_.ranks[rank].initial) {
+      if (!e.specs_.count(name)) continue;
+      ASSIGN_OR_RETURN(std::vector<ByteRange> ranges, RegionBytes(*e.specs_.at(name), region));
+      std::vector<ByteRange>& all = e.initial_ranges_[name];
+      all.insert(all.end(), ranges.begin(), ranges.end());
+    }
+  }
+
   // Regions, in the same order on every rank.
   for (const plan::BufferSpec& b : e.plan_.buffers) {
     const std::string name = absl::StrCat("buffer:", b.name);
@@ -237,6 +246,14 @@ absl::Status PlanExecutor::CheckAbort(const plan::Transfer* t) const {
   return absl::OkStatus();
 }
 
+absl::Status PlanExecutor::StageIn() {
+  if (options_.staging == nullptr) return absl::OkStatus();
+  for (const auto& [name, ranges] : initial_ranges_) {
+    RETURN_IF_ERROR(options_.staging->ToHost(name, ranges));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PlanExecutor::Execute(uint64_t epoch) {
   if (epoch <= last_epoch_) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": epoch ", epoch,
@@ -251,6 +268,9 @@ absl::Status PlanExecutor::Execute(uint64_t epoch) {
     for (const ByteRange& r : fill.ranges) {
       RETURN_IF_ERROR(
           FillIdentity(specs_.at(fill.buffer)->dtype, fill.op, base + r.offset, r.length));
+    }
+    if (options_.staging != nullptr) {
+      RETURN_IF_ERROR(options_.staging->ToDevice(fill.buffer, fill.ranges));
     }
   }
   std::vector<absl::Status> results(mine_by_channel_.size());
@@ -363,7 +383,14 @@ absl::Status PlanExecutor::ReduceLocal(const plan::Transfer& t, char* packed) {
     RETURN_IF_ERROR(HostReduce(dst.dtype, t.reduce, base + r.offset, packed, r.length));
     packed += r.length;
   }
-  return absl::OkStatus();
+  if (options_.staging == nullptr) return absl::OkStatus();
+  return options_.staging->ToDevice(t.dst_buffer, info_[t.id].dst_ranges);
+}
+
+absl::Status PlanExecutor::Landed(const plan::Transfer& t) {
+  if (options_.staging == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&reduce_mu_);
+  return options_.staging->ToDevice(t.dst_buffer, info_[t.id].dst_ranges);
 }
 
 absl::Status PlanExecutor::RunTransfer(const plan::Transfer& t, uint64_t epoch,
@@ -392,6 +419,7 @@ absl::Status PlanExecutor::RunTransfer(const plan::Transfer& t, uint64_t epoch,
             transport_->Get(t.peer, buffer_region_.at(t.dst_buffer),
                             buffer_region_.at(t.src_buffer), std::move(segs)),
             deadline, what));
+        RETURN_IF_ERROR(Landed(t));
       } else {
         RETURN_IF_ERROR(transport_->Wait(
             transport_->Get(t.peer, stage_region_, buffer_region_.at(t.src_buffer),
@@ -408,10 +436,15 @@ absl::Status PlanExecutor::RunTransfer(const plan::Transfer& t, uint64_t epoch,
       auto* src = static_cast<char*>(buffer(t.src_buffer));
       auto* dst = static_cast<char*>(buffer(t.dst_buffer));
       const plan::BufferSpec& spec = *specs_.at(t.dst_buffer);
-      absl::MutexLock lock(&reduce_mu_);
-      for (const Segment& s : segs) {
-        RETURN_IF_ERROR(HostReduce(spec.dtype, t.reduce, dst + s.remote_offset,
-                                   src + s.local_offset, s.length));
+      {
+        absl::MutexLock lock(&reduce_mu_);
+        for (const Segment& s : segs) {
+          RETURN_IF_ERROR(HostReduce(spec.dtype, t.reduce, dst + s.remote_offset,
+                                     src + s.local_offset, s.length));
+        }
+        if (options_.staging != nullptr) {
+          RETURN_IF_ERROR(options_.staging->ToDevice(t.dst_buffer, info.dst_ranges));
+        }
       }
       StoreSignal(t.signal, epoch);
       return absl::OkStatus();
@@ -439,6 +472,7 @@ absl::Status PlanExecutor::ReceiveIncoming(uint64_t epoch) {
         }
       } else {
         arrived = LoadSignal(signals_region_, t.signal) >= epoch;
+        if (arrived) RETURN_IF_ERROR(Landed(t));
       }
       if (arrived) {
         pending[i] = pending.back();

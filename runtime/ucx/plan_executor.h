@@ -31,6 +31,15 @@
 // every rank finished reading epoch e's data (the caller's barrier or the next collective's
 // dependencies provide this, as for the GPU backends).
 //
+// Device buffers (ExecutorOptions::staging): where the plan's buffers live on a GPU and UCX
+// moves host memory only (Debian's build), the executor's buffers are host staging copies of
+// them: StageIn copies the rank's initial data device -> host (one copy per region) before the
+// epoch starts, and during Execute every chunk that lands or is reduced into here is copied
+// host -> device as soon as it is complete, so those copies overlap the following chunks'
+// network time. Copies to the
+// device are serialized with the local reductions, so a chunk reduced into right after it
+// landed reaches the device in its final state.
+//
 // Thread-safety: Execute is called by one thread at a time; it runs one thread per channel.
 #pragma once
 
@@ -57,11 +66,25 @@ using NodeMap = std::vector<int>;
 // Ranks [n*rpn, (n+1)*rpn) on node n (the two-level templates' convention).
 NodeMap NodesFromRanksPerNode(int world_size, int ranks_per_node);
 
+// Copies between the executor's host buffers and where the rank's plan buffers really live (a
+// GPU). Called from the executor's threads, one call at a time.
+class BufferStaging {
+ public:
+  virtual ~BufferStaging() = default;
+  // The real buffer `buffer` -> the executor's host buffer, these byte ranges.
+  virtual absl::Status ToHost(const std::string& buffer, const std::vector<ByteRange>& ranges) = 0;
+  // The executor's host buffer -> the real buffer `buffer`, these byte ranges.
+  virtual absl::Status ToDevice(const std::string& buffer,
+                                const std::vector<ByteRange>& ranges) = 0;
+};
+
 struct ExecutorOptions {
   // Run intra-node transfers and local copies over UCX / memcpy as well (host tests; on GPUs
   // CUDA IPC backends own them and set their signals).
   bool run_intra_node = false;
   absl::Duration transfer_timeout = absl::Seconds(10);
+  // Not owned; must outlive the executor. Null: the host buffers are the plan's buffers.
+  BufferStaging* staging = nullptr;
 };
 
 class PlanExecutor {
@@ -78,6 +101,11 @@ class PlanExecutor {
   // Number of transfers this rank runs per epoch, and incoming chunks it waits for.
   int num_local_transfers() const { return static_cast<int>(mine_.size()); }
   int num_incoming() const { return static_cast<int>(incoming_.size()); }
+
+  // With ExecutorOptions::staging: copies this rank's initial data from the real buffers into
+  // the host buffers. Call before whatever starts the epoch on every rank (a barrier): peers
+  // may read (pull) this rank's initial data as soon as their Execute begins. No-op without.
+  absl::Status StageIn();
 
   // Runs epoch `epoch`: returns when every transfer this rank runs completed (data remotely
   // complete) and every chunk another rank sends it over UCX arrived (reductions applied).
@@ -99,6 +127,8 @@ class PlanExecutor {
                               absl::Time deadline);
   absl::Status ReceiveIncoming(uint64_t epoch);
   absl::Status ReduceLocal(const plan::Transfer& t, char* packed);
+  // Staging to the real buffer after a chunk landed or was reduced into (no-op without staging).
+  absl::Status Landed(const plan::Transfer& t);
   absl::Status CheckAbort(const plan::Transfer* t) const;
   std::string Describe(const plan::Transfer& t) const;
   uint64_t LoadSignal(int region, int index) const;
@@ -126,10 +156,13 @@ class PlanExecutor {
     std::vector<ByteRange> ranges;
   };
   std::vector<IdentityFill> identity_fills_;  // done at the start of every Execute
+  std::map<std::string, std::vector<ByteRange>> initial_ranges_;  // staged in per Execute
   std::unique_ptr<std::atomic<uint64_t>[]> done_epoch_;  // by transfer id, for this rank's
   uint64_t last_epoch_ = 0;
   std::atomic<bool> abort_{false};
-  absl::Mutex reduce_mu_;  // serializes local reductions (they may touch the same elements)
+  // Serializes local reductions (they may touch the same elements) and copies to the real
+  // buffers (so a copy never reads a region half reduced).
+  absl::Mutex reduce_mu_;
 };
 
 }  // namespace syncopate::ucx

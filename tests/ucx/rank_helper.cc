@@ -36,6 +36,7 @@
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
+#include "tests/ucx/plan_data.h"
 #ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
 #include "absl/strings/str_join.h"
 #include "client/ucx_bootstrap.h"
@@ -107,58 +108,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
-// Initial value of element `offset` of `buffer` on `rank` in iteration `iter`: exact in f32
-// even when summed over 64 ranks.
-float Initial(int rank, const std::string& buffer, int64_t offset, int iter) {
-  return static_cast<float>((rank + 1) * 1000 + (offset % 499) + 3 * iter +
-                            (buffer.size() % 7));
-}
-float Garbage(int rank, int iter) { return -1.0e6f - static_cast<float>(rank * 100 + iter); }
-
-absl::Status Check(const plan::Plan& p, int rank, const PlanExecutor& ex, int iter) {
-  for (const plan::Expectation& e : p.postcondition) {
-    if (e.rank != rank) continue;
-    const plan::BufferSpec* spec = p.FindBuffer(e.buffer);
-    auto* data = static_cast<const float*>(ex.buffer(e.buffer));
-    std::vector<int64_t> dst = e.region.Offsets(spec->strides);
-    std::vector<std::vector<int64_t>> srcs;
-    for (const plan::Contribution& c : e.sources) {
-      srcs.push_back(c.region.Offsets(p.FindBuffer(c.buffer)->strides));
-    }
-    for (size_t k = 0; k < dst.size(); ++k) {
-      float expected = 0;
-      for (size_t s = 0; s < e.sources.size(); ++s) {
-        float v = Initial(e.sources[s].rank, e.sources[s].buffer, srcs[s][k], iter);
-        if (s == 0 || e.op == plan::ReduceOp::kNone) {
-          expected = v;
-        } else if (e.op == plan::ReduceOp::kSum) {
-          expected += v;
-        } else {
-          expected = std::max(expected, v);
-        }
-      }
-      if (data[dst[k]] != expected) {
-        return absl::DataLossError(absl::StrCat(
-            "iteration ", iter, ": rank ", rank, " buffer '", e.buffer, "' element ", dst[k],
-            " is ", data[dst[k]], ", expected ", expected, " (", plan::ReduceOpName(e.op),
-            " over ", e.sources.size(), " source(s))"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-void Fill(const plan::Plan& p, int rank, PlanExecutor& ex, int iter) {
-  for (const plan::BufferSpec& b : p.buffers) {
-    auto* data = static_cast<float*>(ex.buffer(b.name));
-    std::fill(data, data + b.NumElements(), Garbage(rank, iter));
-  }
-  for (const auto& [name, region] : p.ranks[rank].initial) {
-    auto* data = static_cast<float*>(ex.buffer(name));
-    for (int64_t off : region.Offsets(p.FindBuffer(name)->strides)) {
-      data[off] = Initial(rank, name, off, iter);
-    }
-  }
+testing::BufferData HostData(PlanExecutor& ex) {
+  return [&ex](const std::string& name) { return static_cast<float*>(ex.buffer(name)); };
 }
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::Duration timeout) {
@@ -274,11 +225,11 @@ int Main(int argc, char** argv) {
     RETURN_IF_ERROR((*transport)->Connect(*bootstrap, absl::Now() + timeout * 4));
     Say("READY");
     for (int it = 1; f.iters == 0 || it <= f.iters; ++it) {
-      Fill(plan, f.rank, *executor, it);
+      testing::FillRank(plan, f.rank, it, HostData(*executor));
       RETURN_IF_ERROR(bootstrap->Barrier(absl::Now() + timeout));
       Say(absl::StrCat("ITER ", it));
       RETURN_IF_ERROR(executor->Execute(static_cast<uint64_t>(it)));
-      RETURN_IF_ERROR(Check(plan, f.rank, *executor, it));
+      RETURN_IF_ERROR(testing::CheckRank(plan, f.rank, it, HostData(*executor)));
       completed = it;
       // The executor's epoch contract: nobody refills its buffers for the next epoch (or tears
       // down) while a peer may still pull this epoch's data from them.
