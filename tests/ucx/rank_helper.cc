@@ -12,6 +12,10 @@
 //
 // Flags: --hub=host:port --rank=R --world=W --rpn=P --template=NAME --iters=N (0: until error)
 //        --tls=tcp|shm --timeout_ms=T --rows=R --cols=C --chunks=K --fence
+//        --staged: the plan's buffers live in a second set of host arrays (standing in for GPU
+//        memory) and the executor's buffers are staged copies (ExecutorOptions::staging), as
+//        with DevicePlanBuffers on a GPU; the fill and the check use the stand-in arrays, the
+//        executor's copies are poisoned each iteration.
 //        --bootstrap=tcp|daemon: with daemon, instead of --hub the rank joins job --job through
 //        the syncopated at --daemon=<socket> (leader --leader=host:port, "" = that daemon) and
 //        bootstraps UCX over the daemon's Exchange (client/ucx_bootstrap.h); prints
@@ -22,12 +26,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -63,6 +69,7 @@ struct Flags {
   int rank = 0, world = 4, rpn = 2, iters = 3, timeout_ms = 5000, rows = 32, cols = 256,
       chunks = 2;
   bool fence = false;
+  bool staged = false;
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -85,6 +92,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   if (kv.count("template")) f.templ = kv["template"];
   if (kv.count("tls")) f.tls = kv["tls"];
   f.fence = kv.count("fence") > 0;
+  f.staged = kv.count("staged") > 0;
   for (auto [k, p] : std::initializer_list<std::pair<const char*, std::string*>>{
            {"bootstrap", &f.bootstrap}, {"daemon", &f.daemon}, {"leader", &f.leader},
            {"job", &f.job}}) {
@@ -111,6 +119,49 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 testing::BufferData HostData(PlanExecutor& ex) {
   return [&ex](const std::string& name) { return static_cast<float*>(ex.buffer(name)); };
 }
+
+// --staged: where the plan's buffers "really" live, copied to and from the executor's buffers
+// the way DevicePlanBuffers copies GPU memory; exercises the executor's staging on any machine.
+class HostStaging : public BufferStaging {
+ public:
+  explicit HostStaging(const plan::Plan& plan) {
+    for (const plan::BufferSpec& b : plan.buffers) real_[b.name].resize(b.NumElements());
+  }
+  void Attach(PlanExecutor* executor) { executor_ = executor; }
+  testing::BufferData Real() {
+    return [this](const std::string& name) { return real_.at(name).data(); };
+  }
+  absl::Status ToHost(const std::string& buffer, const std::vector<ByteRange>& ranges) override {
+    return Copy(buffer, ranges, /*to_host=*/true);
+  }
+  absl::Status ToDevice(const std::string& buffer, const std::vector<ByteRange>& ranges) override {
+    return Copy(buffer, ranges, /*to_host=*/false);
+  }
+
+ private:
+  absl::Status Copy(const std::string& buffer, const std::vector<ByteRange>& ranges,
+                    bool to_host) {
+    auto it = real_.find(buffer);
+    if (it == real_.end() || executor_ == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no staged buffer '", buffer, "'"));
+    }
+    auto* real = reinterpret_cast<char*>(it->second.data());
+    auto* host = static_cast<char*>(executor_->buffer(buffer));
+    for (const ByteRange& r : ranges) {
+      if (r.offset + r.length > it->second.size() * sizeof(float)) {
+        return absl::OutOfRangeError(absl::StrCat("range outside staged buffer '", buffer, "'"));
+      }
+      if (to_host) {
+        std::memcpy(host + r.offset, real + r.offset, r.length);
+      } else {
+        std::memcpy(real + r.offset, host + r.offset, r.length);
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::map<std::string, std::vector<float>> real_;
+  PlanExecutor* executor_ = nullptr;
+};
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::Duration timeout) {
   if (f.bootstrap == "tcp") {
@@ -183,6 +234,7 @@ int Main(int argc, char** argv) {
     Say("ERROR " + transport.status().ToString());
     return 1;
   }
+  std::unique_ptr<HostStaging> staging;  // --staged; outlives the executor that uses it
   std::unique_ptr<PlanExecutor> executor;
   std::atomic<bool> done{false};
   std::thread watcher([&] {
@@ -221,15 +273,30 @@ int Main(int argc, char** argv) {
     ExecutorOptions eopts;
     eopts.run_intra_node = true;  // no CUDA IPC here: intra-node chunks go over UCX too
     eopts.transfer_timeout = timeout;
+    if (f.staged) {
+      staging = std::make_unique<HostStaging>(plan);
+      eopts.staging = staging.get();
+    }
     ASSIGN_OR_RETURN(executor, PlanExecutor::Create(plan, f.rank, nodes, transport->get(), eopts));
+    if (staging) staging->Attach(executor.get());
+    // What the fill and the check see: the staged buffers' real home, or the executor's own.
+    const testing::BufferData data = staging ? staging->Real() : HostData(*executor);
     RETURN_IF_ERROR((*transport)->Connect(*bootstrap, absl::Now() + timeout * 4));
     Say("READY");
     for (int it = 1; f.iters == 0 || it <= f.iters; ++it) {
-      testing::FillRank(plan, f.rank, it, HostData(*executor));
+      testing::FillRank(plan, f.rank, it, data);
+      if (staging) {
+        // Poison the executor's copies: data that is never staged in or out shows up.
+        for (const plan::BufferSpec& b : plan.buffers) {
+          auto* host = static_cast<float*>(executor->buffer(b.name));
+          std::fill(host, host + b.NumElements(), -7.0e6f);
+        }
+        RETURN_IF_ERROR(executor->StageIn());  // before the barrier: peers may pull at once
+      }
       RETURN_IF_ERROR(bootstrap->Barrier(absl::Now() + timeout));
       Say(absl::StrCat("ITER ", it));
       RETURN_IF_ERROR(executor->Execute(static_cast<uint64_t>(it)));
-      RETURN_IF_ERROR(testing::CheckRank(plan, f.rank, it, HostData(*executor)));
+      RETURN_IF_ERROR(testing::CheckRank(plan, f.rank, it, data));
       completed = it;
       // The executor's epoch contract: nobody refills its buffers for the next epoch (or tears
       // down) while a peer may still pull this epoch's data from them.
