@@ -150,8 +150,9 @@ int RunTune(const std::vector<std::string>& args) {
   options.min_gain = o.min_gain_pct / 100.0;
   absl::StatusOr<cuda::TuneResult> result =
       cuda::TuneGemm(*ctx, kernel_cache->get(), shape, dtype, options);
-  if (!result.ok())
+  if (!result.ok()) {
     return Fail(kExitFailed, absl::StrCat("tuning failed: ", result.status().message()));
+  }
   PrintResult(*result, shape);
   return kExitOk;
 }
