@@ -73,11 +73,12 @@ absl::StatusOr<GemmKernelChoice> ChooseKernel(const Context& ctx, const BenchOpt
   return c;
 }
 
-// " 128x256x4 tma": the wgmma kernel's tile, stages and load path, from its template arguments.
+// " 128x256x3 tma": the wgmma kernel's tile, stages and load path, from its template arguments.
 std::string KernelLabel(const GemmKernelChoice& c) {
   if (!c.wgmma) return "";
   const auto& t = c.spec.template_args;  // T, BM, BN, stages[, loads]
-  return absl::StrCat(" ", t[1], "x", t[2], "x", t[3], t.size() > 4 && t[4] == "1" ? " cpasync" : " tma");
+  const bool cp_async = t.size() > 4 && t[4] == "1";
+  return absl::StrCat(" ", t[1], "x", t[2], "x", t[3], cp_async ? " cpasync" : " tma");
 }
 
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
