@@ -123,12 +123,16 @@ int RunTune(const std::vector<std::string>& args) {
   }
   const plan::DType dtype = o.dtype == "bf16" ? plan::DType::kBF16 : plan::DType::kF16;
 
-  // The kernel cache first: a bad --cache-dir is a usage error, found before the GPU is touched.
+  // The kernel cache first: a bad --cache-dir is found before the GPU is touched.
   cache::KernelCache::Options cache_options;
   cache_options.dir = o.cache_dir;
   absl::StatusOr<std::unique_ptr<cache::KernelCache>> kernel_cache =
       cache::KernelCache::Open(cache_options);
-  if (!kernel_cache.ok()) return Fail(kExitUsage, kernel_cache.status().message());
+  if (!kernel_cache.ok()) {
+    // A --cache-dir given wrongly is bad usage; an unusable default directory is a failure.
+    return Fail(flags.WasSet("cache-dir") ? kExitUsage : kExitFailed,
+                kernel_cache.status().message());
+  }
 
   std::string why;
   if (!cuda::GpuAvailable(&why)) return Fail(kExitFailed, absl::StrCat("needs a GPU: ", why));

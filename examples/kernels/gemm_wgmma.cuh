@@ -8,8 +8,8 @@
 //                    of B) into a kStages-deep ring of shared-memory stages with two TMA bulk
 //                    tensor copies per stage, landing in the 128-byte swizzle that wgmma
 //                    descriptors expect; the copies complete the stage's "full" mbarrier by
-//                    their byte count. The other 127 producer threads exit after encoding the
-//                    descriptors.
+//                    their byte count. The rest of warp 0 exits after encoding the descriptors,
+//                    the other three producer warps at once.
 //   warpgroups 1, 2  consumers: each owns 64 rows of the BM = 128 row tile; per k-block, four
 //                    wgmma.m64nBNk16 (A and B from shared memory), one commit group kept in
 //                    flight, the stage released on its "empty" mbarrier once the wgmmas reading it
@@ -18,7 +18,8 @@
 //                    the store drains (waiting for it only where s.publishes(t): the chunk the
 //                    tile completes is published by s.done_by_group over the 256 consumer
 //                    threads, named barrier 2). Without room for the staging tile (4 stages of
-//                    128 x 256) or with a misaligned C, registers go straight to global memory.
+//                    128 x 256), with a misaligned C, or with the cp.async producer (the
+//                    descriptors come from the TMA path), registers go straight to global memory.
 // The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
 // its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
 //
@@ -121,9 +122,10 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // for A and B: zero 128 bytes of shared memory, set every field with tensormap.replace, then
 // publish the descriptor to a global slot (TMA reads descriptors from param, const or global
 // memory, never shared) with a release in the tensormap proxy that the issuing thread acquires.
-// Each CTA takes a fresh slot from a ticket, so launches in flight together (other streams,
-// other operands) never share one while a CTA is resident: there are far more slots than CTAs
-// of this kernel can be resident at once (one per SM).
+// Each CTA takes the next slot of a 1024-slot ring from a ticket, so launches in flight together
+// (other streams, other operands) get different slots unless 1024 more CTAs of this module start
+// while one is still resident (one CTA per SM runs at a time; concurrent launches of one module
+// on many streams, with a CTA stalled on a peer, are the case this does not cover).
 constexpr unsigned kTensorMapSlots = 1024;
 constexpr int kTensorMapBytes = 128;
 constexpr int kMapsPerSlot = 3;  // A, B, C

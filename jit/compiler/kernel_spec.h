@@ -145,6 +145,10 @@ KernelSpec GemmWgmmaSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::
 // tile_m x tile_n staging tile (16-bit) when the total stays within 227 KB (else the kernel
 // stores from registers and needs no staging).
 int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages);
+// Hopper's largest dynamic shared memory per block (227 KB): the kernel's kMaxDynamicSmem.
+inline constexpr int kHopperMaxDynamicSmem = 232448;
+// The most stages gemm_wgmma's shared-memory tail holds mbarriers for (its static_assert).
+inline constexpr int kWgmmaMaxStages = 31;
 
 // examples/kernels/rowwise.cuh (RMS norm over rows of X [rows, cols] into Y): X consumed from
 // the AllGather buffer "data", Y local.

@@ -44,12 +44,21 @@ absl::StatusOr<std::unique_ptr<CublasLib>> CublasLib::Open(CUstream stream) {
       reinterpret_cast<decltype(impl->set_stream)>(dlsym(impl->lib, "cublasSetStream_v2"));
   impl->gemm = reinterpret_cast<decltype(impl->gemm)>(dlsym(impl->lib, "cublasGemmEx"));
   if (!impl->create || !impl->destroy || !impl->set_stream || !impl->gemm) {
+    dlclose(impl->lib);
     return absl::NotFoundError("cuBLAS symbols missing");
   }
   if (cublasStatus_t s = impl->create(&impl->handle); s != CUBLAS_STATUS_SUCCESS) {
+    impl->handle = nullptr;
+    dlclose(impl->lib);
     return absl::InternalError(absl::StrCat("cublasCreate: status ", static_cast<int>(s)));
   }
-  impl->set_stream(impl->handle, reinterpret_cast<cudaStream_t>(stream));
+  // Unbound, cuBLAS would run on the legacy stream, outside the caller's events and ordering.
+  if (cublasStatus_t s = impl->set_stream(impl->handle, reinterpret_cast<cudaStream_t>(stream));
+      s != CUBLAS_STATUS_SUCCESS) {
+    impl->destroy(impl->handle);
+    impl->handle = nullptr;
+    return absl::InternalError(absl::StrCat("cublasSetStream: status ", static_cast<int>(s)));
+  }
   return std::unique_ptr<CublasLib>(new CublasLib(std::move(impl)));
 }
 

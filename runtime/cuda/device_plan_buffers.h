@@ -5,10 +5,15 @@
 // leave and land.
 //
 //   ASSIGN_OR_RETURN(auto buffers, DevicePlanBuffers::Create(ctx, plan));
-//   ucx::ExecutorOptions o;  o.staging = buffers.get();
+//   ucx::ExecutorOptions o;  o.staging = buffers.get();  o.run_intra_node = true;
 //   ASSIGN_OR_RETURN(auto ex, ucx::PlanExecutor::Create(plan, rank, nodes, transport, o,
 //                                                       buffers->host_buffers()));
-//   ... kernels write buffers->device("data"); ex->Execute(epoch); kernels read it ...
+//   ... kernels write buffers->device("data") on a stream; synchronize that stream ...
+//   RETURN_IF_ERROR(ex->StageIn());   // then the barrier that starts the epoch on every rank
+//   RETURN_IF_ERROR(ex->Execute(epoch));  // the device buffers hold the result on return
+//
+// The copies are synchronous on the legacy stream, which does not wait for the project's
+// non-blocking streams: a stream that writes the buffers must be synchronized before StageIn.
 //
 // Thread-safety: ToHost/ToDevice may be called from any thread (each makes the context current
 // on the calling thread); the executor calls them one at a time.

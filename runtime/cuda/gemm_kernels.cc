@@ -13,6 +13,21 @@ std::string WgmmaConfigName(const WgmmaConfig& c) {
   return absl::StrCat("128x", c.tile_n, "x", c.stages, c.cp_async ? " cpasync" : " tma");
 }
 
+std::string WgmmaConfigProblem(const WgmmaConfig& c) {
+  if (c.tile_n != 128 && c.tile_n != 256) {
+    return absl::StrCat("tile_n ", c.tile_n, " is not 128 or 256");
+  }
+  if (c.stages < 2 || c.stages > jit::kWgmmaMaxStages) {
+    return absl::StrCat("stages ", c.stages, " is outside 2..", jit::kWgmmaMaxStages);
+  }
+  if (const int smem = jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages);
+      smem > jit::kHopperMaxDynamicSmem) {
+    return absl::StrCat("needs ", smem, " bytes of shared memory, Hopper allows ",
+                        jit::kHopperMaxDynamicSmem);
+  }
+  return "";
+}
+
 GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n, int64_t k,
                             plan::DType dtype, bool force_mma, const WgmmaConfig* tuned) {
   const bool half = dtype == plan::DType::kBF16 || dtype == plan::DType::kF16;
@@ -57,12 +72,12 @@ absl::StatusOr<std::optional<WgmmaConfig>> FindTunedWgmma(const std::string& cac
   if (!tuned.ok()) return tuned.status();
   // The table checks its format; the kernel's own limits are checked here (gemm_wgmma.cuh's
   // static_asserts), so a bad entry is an error now rather than an NVRTC failure later.
-  if ((tuned->tile_n != 128 && tuned->tile_n != 256) || tuned->stages < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(table.PathFor(key), ": tile_n ", tuned->tile_n, ", stages ", tuned->stages,
-                     " is not a gemm_wgmma configuration (tile_n 128 or 256, stages >= 2)"));
+  const WgmmaConfig config{tuned->tile_n, tuned->stages, tuned->loads == "cpasync"};
+  if (std::string problem = WgmmaConfigProblem(config); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        table.PathFor(key), ": not a gemm_wgmma configuration: ", problem));
   }
-  return WgmmaConfig{tuned->tile_n, tuned->stages, tuned->loads == "cpasync"};
+  return config;
 }
 
 }  // namespace syncopate::cuda

@@ -32,7 +32,9 @@ struct GemmKernelChoice {
 
 // The wgmma kernel's tunables (gemm_wgmma<Schedule, T, 128, tile_n, stages, loads>): tile_n 128
 // or 256, stages >= 2 (shared memory jit::GemmWgmmaSmemBytes(128, tile_n, stages)), operands
-// loaded by TMA or, with cp_async, by the cp.async producer. The defaults are what runs untuned:
+// loaded by TMA or, with cp_async, by the cp.async producer (which also stores the epilogue from
+// registers: the staging tile's TMA stores need the TMA path's descriptors; its shared memory is
+// reserved all the same). The defaults are what runs untuned:
 // GemmWgmmaSpecFor*'s own defaults (kernel_spec.h; a test checks that they agree).
 struct WgmmaConfig {
   int tile_n = 256;
@@ -43,6 +45,10 @@ struct WgmmaConfig {
 
 // "128x256x4 tma": tile (M x N), stages, load path; the label the bench and `syncopate tune` print.
 std::string WgmmaConfigName(const WgmmaConfig& config);
+
+// Why `config` cannot be compiled and launched on Hopper ("" when it can): tile_n 128 or 256,
+// 2..jit::kWgmmaMaxStages stages, shared memory within jit::kHopperMaxDynamicSmem.
+std::string WgmmaConfigProblem(const WgmmaConfig& config);
 
 // The GEMM kernel for C[m, n] = A[m, k] B[n, k]^T on a GPU of compute capability `cc`. wgmma
 // needs cc 90 and k % 8 == 0 (its TMA producer path; other k would take its slow element-wise

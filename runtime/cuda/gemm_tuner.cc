@@ -24,9 +24,6 @@
 namespace syncopate::cuda {
 namespace {
 
-// The deepest ring gemm_wgmma.cuh's mbarrier area takes (its static_assert on 2 * kStages * 8
-// bytes within 512); shared memory stops every sweep well before this.
-constexpr int kMaxStages = 31;
 // Both sides round fp32 sums to 16 bits (bf16: 2^-9 relative); a reference further from cuBLAS
 // than this is wrong, not rounded differently.
 constexpr double kMaxCublasRelErr = 1e-2;
@@ -139,7 +136,7 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   } else {
     for (bool cp_async : {false, true}) {
       for (int tile_n : {256, 128}) {
-        for (int stages = 2; stages <= kMaxStages; ++stages) add({tile_n, stages, cp_async});
+        for (int stages = 2; stages <= jit::kWgmmaMaxStages; ++stages) add({tile_n, stages, cp_async});
       }
     }
   }
@@ -181,8 +178,8 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
     const WgmmaConfig& c = configs[i];
     TunedCandidate& t = r.candidates.emplace_back(TunedCandidate{c});
     const int smem = jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages);
-    if ((c.tile_n != 128 && c.tile_n != 256) || c.stages < 2 || c.stages > kMaxStages) {
-      t.rejected = "not a gemm_wgmma configuration (tile_n 128 or 256, stages 2..31)";
+    if (std::string problem = WgmmaConfigProblem(c); !problem.empty()) {
+      t.rejected = absl::StrCat("not a gemm_wgmma configuration: ", problem);
     } else if (smem > r.max_smem_bytes) {
       t.rejected = absl::StrCat("needs ", smem, " bytes of shared memory, the GPU allows ",
                                 r.max_smem_bytes);

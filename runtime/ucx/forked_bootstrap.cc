@@ -17,7 +17,7 @@ namespace syncopate::ucx {
 
 absl::StatusOr<ForkedBootstrap> ForkedBootstrap::Create() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
   }
   ForkedBootstrap b;
@@ -48,17 +48,26 @@ absl::StatusOr<std::unique_ptr<TcpBootstrap>> ForkedBootstrap::Join(
       }
     }
   } else {
-    pollfd p{read_end_.get(), POLLIN, 0};
-    const int ms = static_cast<int>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    // Several ranks wake for one record; the read end is non-blocking, so the losers go back
+    // to poll (never into a read that could outlast the deadline).
     char record[kRecord];
-    if (::poll(&p, 1, ms) != 1) {
-      return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
-    }
-    const ssize_t got = ::read(read_end_.get(), record, kRecord);
-    if (got != static_cast<ssize_t>(kRecord)) {
-      return absl::InternalError(absl::StrCat("reading the hub address: got ", got, " of ",
-                                              kRecord, " bytes"));
+    for (;;) {
+      const ssize_t got = ::read(read_end_.get(), record, kRecord);
+      if (got == static_cast<ssize_t>(kRecord)) break;
+      if (got >= 0) {
+        return absl::InternalError(absl::StrCat("reading the hub address: got ", got, " of ",
+                                                kRecord, " bytes"));
+      }
+      if (errno != EAGAIN && errno != EINTR) {
+        return absl::InternalError(
+            absl::StrCat("reading the hub address: ", std::strerror(errno)));
+      }
+      const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (ms <= 0) {
+        return absl::DeadlineExceededError("rank 0 did not publish the bootstrap hub address");
+      }
+      pollfd p{read_end_.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
     }
     address.assign(record, strnlen(record, kRecord));
   }

@@ -47,6 +47,12 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
                                                    " ranks, plan '", plan.name, "' ",
                                                    plan.world_size));
   }
+  if (options.staging != nullptr && !options.run_intra_node) {
+    // Staged buffers are consistent only if every chunk touching them goes through this
+    // executor: no device-side backend moves intra-node chunks into the staged memory yet.
+    return absl::InvalidArgumentError(
+        "executor: staged buffers need run_intra_node (every chunk through the executor)");
+  }
   std::unique_ptr<PlanExecutor> ex(
       new PlanExecutor(plan, rank, std::move(nodes), transport, options));
   PlanExecutor& e = *ex;

@@ -84,6 +84,9 @@ struct ExecutorOptions {
   bool run_intra_node = false;
   absl::Duration transfer_timeout = absl::Seconds(10);
   // Not owned; must outlive the executor. Null: the host buffers are the plan's buffers.
+  // Requires run_intra_node (Create refuses otherwise): staged memory stays consistent only if
+  // every chunk that touches it goes through the executor. The real buffers hold an epoch's
+  // data when Execute returns (a chunk's signal may be seen before its copy to them is done).
   BufferStaging* staging = nullptr;
 };
 

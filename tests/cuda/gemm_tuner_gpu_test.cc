@@ -121,6 +121,16 @@ TEST(WgmmaCandidatesTest, DefaultFirstAndAllFit) {
 
 constexpr char kNotHopper[] = "not an sm_90 GPU: ";
 
+// What the kernel cannot compile or launch is named before NVRTC or the launch would fail.
+TEST(WgmmaConfigProblemTest, NamesWhatCannotLaunch) {
+  EXPECT_EQ(WgmmaConfigProblem(WgmmaConfig{}), "");
+  EXPECT_EQ(WgmmaConfigProblem({128, 6, false}), "");
+  EXPECT_THAT(WgmmaConfigProblem({192, 3, false}), ::testing::HasSubstr("tile_n 192"));
+  EXPECT_THAT(WgmmaConfigProblem({256, 1, false}), ::testing::HasSubstr("stages 1"));
+  EXPECT_THAT(WgmmaConfigProblem({128, 32, false}), ::testing::HasSubstr("stages 32"));
+  EXPECT_THAT(WgmmaConfigProblem({256, 5, false}), ::testing::HasSubstr("247808 bytes"));
+}
+
 // The default keeps its place unless a candidate beats it by more than the noise margin.
 TEST(PickWinnerTest, TheDefaultWinsWithinTheMargin) {
   EXPECT_EQ(PickWinner({1.00, 0.99, 1.20}, 0, 0.02), 0);   // 1% faster: noise, default stays
@@ -136,7 +146,7 @@ TEST(GemmTunerGpuTest, StoresAWinnerThatSelectGemmUses) {
   ScratchDir dir;
   const GemmShape shape{1024, 1024, 512};
   // The untuned default as the reference, and a candidate that differs in tile width, load path
-  // and (through its shared memory) epilogue: their outputs must agree bit for bit.
+  // and (cp.async has no TMA descriptors: register stores) epilogue: outputs agree bit for bit.
   const std::vector<WgmmaConfig> candidates = {WgmmaConfig{}, {128, 4, true}};
   const std::vector<absl::Status> results =
       workloads::RunRanks(1, absl::Seconds(600), [&](int) -> absl::Status {

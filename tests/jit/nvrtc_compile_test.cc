@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
@@ -145,6 +146,31 @@ TEST_P(NvrtcCompileTest, FusedReduceScatterDirectF32Reductions) {
 // workloads, both dtypes, 128 x 256 and 128 x 128 tiles) and local variants compile to a cubin
 // with no ptxas warning (C7518 would mean serialised wgmmas; spills would show as warnings too);
 // on sm_80 / sm_90 the header still compiles (its body is a trap the runtime never launches).
+// The kernel decides by itself whether its epilogue stages through shared memory; the host sizes
+// the dynamic shared memory with GemmWgmmaSmemBytes. The two rules must agree, or the kernel
+// writes past its allocation: the kernel's own constants, checked by static_asserts that NVRTC
+// compiles into the generated source.
+TEST(NvrtcCompileWgmma, KernelAndHostAgreeOnSharedMemory) {
+  auto k = GenerateLocalKernel(GemmWgmmaSpecForAllGather(256, 256, 64, plan::DType::kBF16),
+                               Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::string checks = absl::StrCat(
+      "\nstatic_assert(syncopate_examples::wgmma_detail::kMaxDynamicSmem == ",
+      kHopperMaxDynamicSmem, ", \"the 227 KB limit\");\n");
+  for (int tile_n : {128, 256}) {
+    for (int stages = 2; stages <= 7; ++stages) {
+      const bool staged =
+          GemmWgmmaSmemBytes(128, tile_n, stages) > stages * (128 + tile_n) * 128 + 2048;
+      absl::StrAppend(&checks, "static_assert(syncopate_examples::wgmma_detail::",
+                      "StagedEpilogueFits<128, ", tile_n, ", ", stages, ">() == ",
+                      staged ? "true" : "false", ", \"", tile_n, "x", stages, "\");\n");
+    }
+  }
+  k->source += checks;
+  const Compiled c = CompileForArch(*k, "sm_90a");
+  EXPECT_TRUE(c.ok) << c.log;
+}
+
 TEST(NvrtcCompileWgmma, FusedAndLocalForSm90a) {
   const plan::Plan ag = AllGatherPlan("push", 4, 1000, 264, 2);
   const plan::Plan rs = ReduceScatterPlan("direct", 2, 512, 384, 2, plan::DType::kF16);

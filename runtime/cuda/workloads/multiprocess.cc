@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,8 +124,13 @@ bool ProbeGpu(std::string* why) {
 }
 
 absl::StatusOr<DeferredChild> DeferredChild::Fork(std::function<int()> fn) {
+  // A socket pair, not a pipe: Run's send takes MSG_NOSIGNAL, so a child that died (killed, out
+  // of memory) is an error there, not a SIGPIPE that ends the parent silently. CLOEXEC: an
+  // exec'ed descendant holding the "go" end would keep the child from ever seeing EOF.
   int p[2];
-  if (::pipe(p) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
   std::fflush(nullptr);  // or the child would print the parent's buffered output again
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -153,14 +159,17 @@ DeferredChild::DeferredChild(DeferredChild&& other) noexcept
 
 DeferredChild::~DeferredChild() {
   if (go_fd_ >= 0) ::close(go_fd_);  // EOF: the child exits without running
-  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  if (pid_ > 0) {
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
 }
 
 absl::StatusOr<int> DeferredChild::Run() {
   if (pid_ <= 0 || go_fd_ < 0) return absl::FailedPreconditionError("the child already ran");
   std::fflush(nullptr);  // the parent's output comes before the child's
   const char go = 'g';
-  const bool sent = ::write(go_fd_, &go, 1) == 1;
+  const bool sent = ::send(go_fd_, &go, 1, MSG_NOSIGNAL) == 1;
   ::close(go_fd_);
   go_fd_ = -1;
   int status = 0;
