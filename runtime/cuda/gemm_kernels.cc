@@ -40,6 +40,7 @@ GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n,
                   : jit::GemmWgmmaSpecForReduceScatter(m, n, k, dtype);
     } else {
       const WgmmaConfig& w = *tuned;
+      c.wgmma_config = w;
       c.spec = ag ? jit::GemmWgmmaSpecForAllGather(m, n, k, dtype, 128, w.tile_n, w.stages)
                   : jit::GemmWgmmaSpecForReduceScatter(m, n, k, dtype, 128, w.tile_n, w.stages);
       // gemm_wgmma's kLoads template argument: 1 = kLoadCpAsync; absent = TMA (its default).

@@ -24,12 +24,6 @@ std::string ArchFor(int cc);
 
 enum class GemmWorkload { kAllGather, kReduceScatter };
 
-struct GemmKernelChoice {
-  jit::KernelSpec spec;
-  std::string source_name;  // jit::ExampleKernelSource name: "gemm_wgmma.cuh" / "gemm_mma.cuh"
-  bool wgmma = false;
-};
-
 // The wgmma kernel's tunables (gemm_wgmma<Schedule, T, 128, tile_n, stages, loads>): tile_n 128
 // or 256, stages >= 2 (shared memory jit::GemmWgmmaSmemBytes(128, tile_n, stages)), operands
 // loaded by TMA or, with cp_async, by the cp.async producer (which also stores the epilogue from
@@ -41,6 +35,13 @@ struct WgmmaConfig {
   int stages = 3;
   bool cp_async = false;
   friend bool operator==(const WgmmaConfig&, const WgmmaConfig&) = default;
+};
+
+struct GemmKernelChoice {
+  jit::KernelSpec spec;
+  std::string source_name;  // jit::ExampleKernelSource name: "gemm_wgmma.cuh" / "gemm_mma.cuh"
+  bool wgmma = false;
+  WgmmaConfig wgmma_config;  // what spec instantiates, when wgmma
 };
 
 // "128x256x4 tma": tile (M x N), stages, load path; the label the bench and `syncopate tune` print.

@@ -41,22 +41,22 @@ struct Candidate {
 // one hits in memory. Errors are left for CompileAndLoad to report.
 void CompileInParallel(cache::KernelCache* cache, const std::vector<Candidate>& candidates,
                        const std::string& arch) {
-  std::vector<const jit::GeneratedKernel*> todo;
+  std::vector<const jit::GeneratedKernel*> to_build;
   for (const Candidate& c : candidates) {
-    if (c.generated) todo.push_back(&*c.generated);
+    if (c.generated) to_build.push_back(&*c.generated);
   }
-  if (cache == nullptr || todo.size() < 2) return;
+  if (cache == nullptr || to_build.size() < 2) return;
   jit::BuildOptions options;  // as CompileAndLoad's, so the cache keys are the same
   options.arch = arch;
   options.cache = cache;
   std::atomic<size_t> next{0};
   const size_t workers =
-      std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+      std::min<size_t>(to_build.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
-      for (size_t i = next++; i < todo.size(); i = next++) {
-        (void)jit::BuildGeneratedKernel(*todo[i], "", options);
+      for (size_t i = next++; i < to_build.size(); i = next++) {
+        (void)jit::BuildGeneratedKernel(*to_build[i], "", options);
       }
     });
   }

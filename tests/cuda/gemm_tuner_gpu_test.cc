@@ -39,12 +39,14 @@ TEST(SelectGemmTest, TunedConfigBecomesTemplateArguments) {
     EXPECT_THAT(c.spec.template_args, ElementsAre("__nv_bfloat16", "128", "128", "6", "1"));
     EXPECT_EQ(c.spec.tile_n, 128);
     EXPECT_EQ(c.spec.dynamic_smem_bytes, jit::GemmWgmmaSmemBytes(128, 128, 6));
+    EXPECT_EQ(c.wgmma_config, tuned);  // what the bench and the tuner print
   }
   // No tuned config: kernel_spec.h's defaults, TMA loads (no kLoads argument), as before; and
   // WgmmaConfig{} is that same kernel, so "tuned to the default" changes nothing.
   GemmKernelChoice plain = SelectGemm(90, GemmWorkload::kAllGather, 4096, 2048, 1024, kBF16);
   EXPECT_EQ(plain.spec, jit::GemmWgmmaSpecForAllGather(4096, 2048, 1024, kBF16));
   EXPECT_EQ(plain.spec.template_args.size(), 4u);
+  EXPECT_EQ(plain.wgmma_config, WgmmaConfig{});
   const WgmmaConfig defaults;
   EXPECT_EQ(
       SelectGemm(90, GemmWorkload::kAllGather, 4096, 2048, 1024, kBF16, false, &defaults).spec,

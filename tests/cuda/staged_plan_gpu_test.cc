@@ -39,9 +39,10 @@ absl::Status FillDevice(const plan::Plan& plan, int rank, int iter, DevicePlanBu
   for (const plan::BufferSpec& b : plan.buffers) images[b.name].resize(b.NumElements());
   ucx::testing::FillRank(plan, rank, iter,
                          [&](const std::string& name) { return images.at(name).data(); });
+  const std::map<std::string, void*> hosts = buffers.host_buffers();
   for (const auto& [name, image] : images) {
     CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(buffers.device(name), image.data(), image.size() * 4));
-    auto* host = static_cast<float*>(buffers.host_buffers().at(name));
+    auto* host = static_cast<float*>(hosts.at(name));
     std::fill(host, host + image.size(), -7.0e6f);
   }
   return absl::OkStatus();

@@ -53,32 +53,26 @@ struct BenchOptions {
   std::string cache_dir;  // the tuning table's cache directory ("": the default)
 };
 
-// The kernel SelectGemm picks (with the tuning table's winner under --tuned), with the wgmma
-// parameters the options override.
+// The kernel SelectGemm picks, with the tuning table's winner under --tuned, else with the
+// wgmma parameters the flags set (the rest as WgmmaConfig's defaults).
 absl::StatusOr<GemmKernelChoice> ChooseKernel(const Context& ctx, const BenchOptions& o,
                                               int64_t M, int64_t N, int64_t K) {
   const int cc = ctx.compute_capability();
-  std::optional<WgmmaConfig> tuned;
+  std::optional<WgmmaConfig> config;
   if (o.tuned) {
-    ASSIGN_OR_RETURN(tuned, FindTunedWgmma(o.cache_dir, cc, M, N, K, o.dtype));
+    ASSIGN_OR_RETURN(config, FindTunedWgmma(o.cache_dir, cc, M, N, K, o.dtype));
   }
-  GemmKernelChoice c = SelectGemm(cc, GemmWorkload::kAllGather, M, N, K, o.dtype, o.force_mma,
-                                  tuned ? &*tuned : nullptr);
-  if (!c.wgmma || tuned) return c;
-  if (o.tile_n != 0 || o.stages != 0) {
-    c.spec = jit::GemmWgmmaSpecForAllGather(M, N, K, o.dtype, 128, o.tile_n ? o.tile_n : 256,
-                                            o.stages ? o.stages : 3);
+  if (!config && (o.tile_n != 0 || o.stages != 0 || o.loads == "cpasync")) {
+    config.emplace();
+    if (o.tile_n != 0) config->tile_n = o.tile_n;
+    if (o.stages != 0) config->stages = o.stages;
+    config->cp_async = o.loads == "cpasync";
+    if (std::string problem = WgmmaConfigProblem(*config); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tile-n / --stages: ", problem));
+    }
   }
-  if (o.loads == "cpasync") c.spec.template_args.push_back("1");  // kLoadCpAsync
-  return c;
-}
-
-// " 128x256x3 tma": the wgmma kernel's tile, stages and load path, from its template arguments.
-std::string KernelLabel(const GemmKernelChoice& c) {
-  if (!c.wgmma) return "";
-  const auto& t = c.spec.template_args;  // T, BM, BN, stages[, loads]
-  const bool cp_async = t.size() > 4 && t[4] == "1";
-  return absl::StrCat(" ", t[1], "x", t[2], "x", t[3], cp_async ? " cpasync" : " tma");
+  return SelectGemm(cc, GemmWorkload::kAllGather, M, N, K, o.dtype, o.force_mma,
+                    config ? &*config : nullptr);
 }
 
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
@@ -199,7 +193,7 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
       "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| / max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      choice.wgmma ? "wgmma" : "mma", KernelLabel(choice).c_str(), M, N, K, bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
+      choice.wgmma ? "wgmma " : "mma", choice.wgmma ? WgmmaConfigName(choice.wgmma_config).c_str() : "", M, N, K, bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
       fused_ms / local_ms, local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
       rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
       fused.ctas_per_sm);
