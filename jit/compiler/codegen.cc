@@ -4,6 +4,7 @@
 #include "jit/compiler/codegen.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,11 @@ std::string ShortName(absl::string_view entry) {
 std::string ShortHash(std::string_view data) { return Sha256Hex(data).substr(0, 16); }
 
 size_t CountLines(std::string_view s) { return std::count(s.begin(), s.end(), '\n'); }
+
+// A map with one node is today's single-node kernel: it must generate the very same source.
+bool SpansNodes(const std::vector<int>& nodes) {
+  return std::adjacent_find(nodes.begin(), nodes.end(), std::not_equal_to<int>()) != nodes.end();
+}
 
 const char* ScalarCType(ScalarType t) {
   switch (t) {
@@ -239,7 +245,7 @@ const char* DeviceTypeName(plan::DType dtype) {
 absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
                                                     std::string_view kernel_source,
                                                     const CodegenOptions& options) {
-  ASSIGN_OR_RETURN(LoweredSchedule lowered, Lower(plan, spec));
+  ASSIGN_OR_RETURN(LoweredSchedule lowered, Lower(plan, spec, options.nodes));
   return GenerateFusedKernel(lowered, spec, kernel_source, options);
 }
 
@@ -253,11 +259,20 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
         "lowered schedule (", lw.num_tiles, " tiles, ", lw.ranks.size(),
         " ranks) does not belong to kernel spec \"", spec.name, "\" (", spec.num_tiles(), " tiles)"));
   }
+  if (!options.nodes.empty() && options.nodes != lw.nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("node map [", absl::StrJoin(options.nodes, ", "),
+                                                   "] in the codegen options differs from "
+                                                   "the lowered schedule's [",
+                                                   absl::StrJoin(lw.nodes, ", "), "]"));
+  }
+  const bool multi_node = SpansNodes(lw.nodes);
+  const std::string node_text = absl::StrJoin(lw.nodes, " ");
   GeneratedKernel k;
   const std::string spec_text = FormatKernelSpec(spec);
-  k.entry_symbol = absl::StrCat("syncopate_fused_", ShortName(spec.entry), "_",
-                                ShortHash(absl::StrCat(lw.plan_hash, "\n", spec_text, "\n",
-                                                       ToAbsl(kernel_source))));
+  std::string identity = absl::StrCat(lw.plan_hash, "\n", spec_text, "\n", ToAbsl(kernel_source));
+  if (multi_node) absl::StrAppend(&identity, "\nnodes ", node_text);
+  k.entry_symbol =
+      absl::StrCat("syncopate_fused_", ShortName(spec.entry), "_", ShortHash(identity));
   const int world = lw.world_size;
   const int tiles = lw.num_tiles;
 
@@ -353,6 +368,10 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
       absl::StrCat("plan:    \"", lw.plan_name, "\" (hash ", lw.plan_hash, ")"),
       absl::StrCat("ranks:   ", world, " (tables for every rank, indexed by args.rank)"),
   };
+  if (multi_node) {
+    header.push_back(absl::StrCat("nodes:   ", node_text,
+                                  " (node of each rank; the host proxy moves inter-node chunks)"));
+  }
   for (std::string& line : SpecLines(spec, lw.slots)) header.push_back(std::move(line));
   header.push_back(absl::StrCat("entry:   extern \"C\" __global__ void ", k.entry_symbol,
                                 "(syncopate::FusedLaunchArgs args)"));

@@ -78,12 +78,19 @@ struct GeneratedKernel {
 struct CodegenOptions {
   // Shown in the generated source where the local kernel's text begins.
   std::string kernel_source_name = "kernel.cuh";
+  // Rank -> node id, for Lower (see lowering.h): inter-node chunks leave the kernel's tables to
+  // the host proxy. Empty (or one node for every rank) keeps the source byte-identical to a
+  // build without a map; a map with several nodes is named in the source's header comment and
+  // hashed into the entry symbol, so kernels (and cache keys) for different maps never collide.
+  // The overload taking a lowered schedule uses the schedule's map; a non-empty `nodes` must
+  // equal it.
+  std::vector<int> nodes;
 };
 
 absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
                                                     std::string_view kernel_source,
                                                     const CodegenOptions& options = {});
-// Same, from an already lowered schedule (Lower(plan, spec)).
+// Same, from an already lowered schedule (Lower(plan, spec, nodes)).
 absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lowered,
                                                     const KernelSpec& spec,
                                                     std::string_view kernel_source,

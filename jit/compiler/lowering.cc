@@ -103,6 +103,65 @@ absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
   return slots;
 }
 
+// The map Lower works with: one node id per rank, all 0 when the caller gave none.
+absl::StatusOr<std::vector<int>> NormaliseNodes(const plan::Plan& plan,
+                                                const std::vector<int>& nodes) {
+  if (nodes.empty()) return std::vector<int>(plan.world_size, 0);
+  if (static_cast<int>(nodes.size()) != plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan \"", plan.name, "\": node map has ", nodes.size(), " entries for world size ",
+        plan.world_size, " (need one node id per rank, or none)"));
+  }
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name,
+                                                     "\": node map gives rank ", r, " node ",
+                                                     nodes[r], " (node ids are >= 0)"));
+    }
+  }
+  return nodes;
+}
+
+// "transfer 5 (push, rank 0 on node 0 -> rank 2 on node 1)".
+std::string Route(const plan::Transfer& t, const std::vector<int>& nodes) {
+  return absl::StrCat("transfer ", t.id, " (", plan::TransferKindName(t.kind), ", rank ",
+                      t.src_rank(), " on node ", nodes[t.src_rank()], " -> rank ", t.dst_rank(),
+                      " on node ", nodes[t.dst_rank()], ")");
+}
+
+absl::Status NotProxyable(const plan::Plan& plan, const plan::Transfer& t,
+                          const std::vector<int>& nodes, const std::string& why) {
+  return absl::UnimplementedError(absl::StrCat(
+      "plan \"", plan.name, "\": inter-node ", Route(t, nodes), " ", why,
+      "; fused kernels carry inter-node chunks through the host proxy, which supports plain PUSH "
+      "copies only"));
+}
+
+// What the host proxy can carry: plain PUSH copies whose deps it can observe, i.e. deps landing
+// on its own node (the node's signal words) or other inter-node transfers (it sees them over
+// UCX). Landing guards are checked once they are known (pass 1).
+absl::Status CheckProxied(const plan::Plan& plan, const std::vector<const plan::Transfer*>& by_id,
+                          const std::vector<int>& nodes, const plan::Transfer& t) {
+  if (t.kind != plan::TransferKind::kPush) {
+    return NotProxyable(plan, t, nodes,
+                        absl::StrCat("is a ", plan::TransferKindName(t.kind), ", not a push"));
+  }
+  if (t.reduce != plan::ReduceOp::kNone) {
+    return NotProxyable(plan, t, nodes,
+                        absl::StrCat("reduces (", plan::ReduceOpName(t.reduce), ")"));
+  }
+  for (int d : t.deps) {
+    const plan::Transfer& dep = *by_id[d];
+    const bool dep_inter = nodes[dep.src_rank()] != nodes[dep.dst_rank()];
+    if (dep_inter || nodes[dep.dst_rank()] == nodes[t.rank]) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        "plan \"", plan.name, "\": inter-node ", Route(t, nodes), " depends on ", Route(dep, nodes),
+        ", whose signal lands on node ", nodes[dep.dst_rank()], "; the host proxy on node ",
+        nodes[t.rank], " can only observe signals of its own node and inter-node chunks"));
+  }
+  return absl::OkStatus();
+}
+
 struct OperandFootprints {
   const OperandSpec* op;
   std::vector<plan::Region> tiles;  // by canonical tile id
@@ -129,7 +188,8 @@ int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer)
   return -1;
 }
 
-absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec) {
+absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec,
+                                      const std::vector<int>& node_map) {
   RETURN_IF_ERROR(CheckSpecAgainstPlan(spec, plan));
   if (plan.world_size < 1 || plan.world_size > kMaxRanks ||
       static_cast<int>(plan.ranks.size()) != plan.world_size) {
@@ -155,10 +215,13 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
     }
   }
 
+  ASSIGN_OR_RETURN(const std::vector<int> nodes, NormaliseNodes(plan, node_map));
+
   LoweredSchedule out;
   out.plan_name = plan.name;
   out.plan_hash = plan::PlanHash(plan);
   out.world_size = plan.world_size;
+  out.nodes = nodes;
   out.tiles_m = static_cast<int>(spec.tiles_m());
   out.tiles_n = static_cast<int>(spec.tiles_n());
   out.num_tiles = static_cast<int>(spec.num_tiles());
@@ -167,12 +230,13 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
   out.segments.resize(by_id.size());
   for (size_t id = 0; id < by_id.size(); ++id) {
     const plan::Transfer& t = *by_id[id];
-    out.transfers.push_back(LoweredTransfer{t.id, t.rank, t.src_rank(), t.dst_rank(), t.signal,
-                                            t.src_buffer, t.dst_buffer, t.reduce,
-                                            plan.FindBuffer(t.src_buffer) != nullptr
-                                                ? plan.FindBuffer(t.src_buffer)->dtype
-                                                : plan::DType::kF32});
+    out.transfers.push_back(LoweredTransfer{
+        t.id, t.rank, t.src_rank(), t.dst_rank(), t.signal, t.src_buffer, t.dst_buffer, t.reduce,
+        plan.FindBuffer(t.src_buffer) != nullptr ? plan.FindBuffer(t.src_buffer)->dtype
+                                                 : plan::DType::kF32,
+        nodes[t.src_rank()] != nodes[t.dst_rank()]});
     ASSIGN_OR_RETURN(out.segments[id], BuildCopyDescriptors(plan, *by_id[id]));
+    if (out.transfers[id].inter_node) RETURN_IF_ERROR(CheckProxied(plan, by_id, nodes, t));
   }
 
   // Footprints of the consumed and produced operands, per tile.
@@ -264,7 +328,8 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
       }
       // Guards are decided for every destination rank only after this loop; `direct` is
       // finalised in pass 2.
-      c.direct = c.producers > 0 && t->deps.empty() && t->rank == r;
+      c.direct =
+          c.producers > 0 && t->deps.empty() && t->rank == r && !out.transfers[t->id].inter_node;
       rs.outgoing.push_back(std::move(c));
     }
     for (size_t c = 0; c < rs.outgoing.size(); ++c) {
@@ -300,6 +365,15 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
     out.ranks.push_back(std::move(rs));
   }
 
+  // The destination's guard word is on another node than the proxy moving the chunk.
+  for (const auto& [id, guard] : guard_of_transfer) {
+    if (out.transfers[id].inter_node) {
+      return NotProxyable(plan, *by_id[id], nodes,
+                          absl::StrCat("lands on data rank ", guard.rank,
+                                       " computes (it would need a landing guard)"));
+    }
+  }
+
   // Pass 2, per rank: guarded chunks are not direct; transfer programs.
   for (RankSchedule& rs : out.ranks) {
     const int r = rs.rank;
@@ -309,12 +383,26 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
       if (guard_of_transfer.count(chunk.transfer) != 0) chunk.direct = false;
       chunk_of_transfer[chunk.transfer] = static_cast<int>(c);
     }
-    // Everything rank r executes, minus direct chunks, per channel in plan order.
+    // Everything rank r executes, minus direct chunks and the proxy's, per channel in plan order.
     const plan::RankPlan& rp = plan.ranks[r];
     rs.program.resize(rp.channels.size());
     int live_channels = 0;
     for (size_t ch = 0; ch < rp.channels.size(); ++ch) {
       for (const plan::Transfer& t : rp.channels[ch]) {
+        if (out.transfers[t.id].inter_node) {
+          rs.proxied.push_back(t.id);
+          continue;
+        }
+        // Steps wait on signal words through the node's mappings; another node's are not mapped.
+        for (int d : t.deps) {
+          const plan::Transfer& dep = *by_id[d];
+          if (nodes[dep.dst_rank()] == nodes[r]) continue;
+          return absl::UnimplementedError(
+              absl::StrCat("plan \"", plan.name, "\": transfer ", t.id, " (rank ", r, " on node ",
+                           nodes[r], ", channel ", ch, ") depends on ", Route(dep, nodes),
+                           ", whose signal lands on node ", nodes[dep.dst_rank()],
+                           "; a fused kernel cannot observe a signal set on another node"));
+        }
         auto it = chunk_of_transfer.find(t.id);
         const OutgoingChunk* chunk = it == chunk_of_transfer.end() ? nullptr : &rs.outgoing[it->second];
         if (chunk != nullptr && chunk->direct) continue;

@@ -21,6 +21,14 @@
 //   incoming transfer the destination's producer tiles count into a guard, whose last producer
 //   release-stores an extra signal word (index >= every plan signal) on the destination; whoever
 //   executes the transfer waits for that word first. The transfer is then never "direct".
+// - node map (optional, rank -> node id): transfers between ranks of different nodes are carried
+//   by the host proxy (UCX), not by the kernel or the node's streams, because neither can reach
+//   another node's memory or signal words. They are left out of every program and never direct;
+//   an after_compute one stays an outgoing chunk, so the kernel still publishes chunk_ready for
+//   the proxy to wait on, and tiles still wait on its signal (the proxy sets it). The proxy
+//   moves plain PUSH copies only, and nothing on a node can observe a signal set on another
+//   node, so reductions, PULLs, guarded landings and dependencies across nodes that no one could
+//   observe are Unimplemented (see Lower).
 // Pure functions; thread-compatible.
 #pragma once
 
@@ -103,6 +111,9 @@ struct RankSchedule {
   std::vector<OutgoingChunk> outgoing;         // local outgoing chunk index -> chunk
   std::vector<LandingGuard> guards;            // incoming reductions onto computed data
   std::vector<std::vector<ProgramStep>> program;  // per channel of this rank
+  // Inter-node transfers this rank executes (the host proxy's work): plan transfer ids, channel 0's
+  // in list order, then channel 1's, ...; a transfer is in exactly one of `program` and this.
+  std::vector<int> proxied;
   int num_signals = 0;  // signal words this rank uses (plan signals, then guards)
   int num_chunks() const { return static_cast<int>(outgoing.size() + guards.size()); }
 };
@@ -118,12 +129,14 @@ struct LoweredTransfer {
   std::string dst_buffer;
   plan::ReduceOp reduce = plan::ReduceOp::kNone;
   plan::DType dtype = plan::DType::kF32;  // of the source buffer
+  bool inter_node = false;                // source and destination ranks are on different nodes
 };
 
 struct LoweredSchedule {
   std::string plan_name;
   std::string plan_hash;
   int world_size = 0;
+  std::vector<int> nodes;  // rank -> node id, world_size entries (all 0 without a node map)
   int tiles_m = 0;
   int tiles_n = 0;
   int num_tiles = 0;
@@ -138,7 +151,15 @@ struct LoweredSchedule {
   int max_program_channels = 0;  // max over ranks of channels with at least one program step
 };
 
-absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec);
+// `nodes` maps rank -> node id (world_size entries, each >= 0); empty puts every rank on one node.
+// A malformed map is InvalidArgument. With ranks on several nodes, Unimplemented when:
+// - an inter-node transfer is not a plain PUSH (PULL, reduce op) or lands on data its
+//   destination computes (a landing guard the proxy cannot observe);
+// - an inter-node transfer depends on an intra-node transfer that lands on another node than
+//   the one executing it (inter-node deps are fine: the proxy sees them over UCX);
+// - an intra-node transfer depends on a transfer landing on another node than its own.
+absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec,
+                                      const std::vector<int>& nodes = {});
 
 // The spec's operands as slots 0..n-1, in call order (the local kernel's whole slot list).
 std::vector<OperandSlot> SpecOperandSlots(const KernelSpec& spec);

@@ -11,13 +11,39 @@
 #include "runtime/base/status_macros.h"
 
 namespace syncopate::cuda {
+namespace {
+
+// Node of every rank; all 0 without a map.
+absl::StatusOr<std::vector<int>> NodeOfRank(const plan::Plan& plan, const std::vector<int>& nodes) {
+  if (nodes.empty()) return std::vector<int>(plan.world_size, 0);
+  if (static_cast<int>(nodes.size()) != plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("node map has ", nodes.size(),
+                                                   " entries for plan '", plan.name,
+                                                   "' of world size ", plan.world_size));
+  }
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node map gives rank ", r, " node ", nodes[r], " (node ids are >= 0)"));
+    }
+  }
+  return nodes;
+}
+
+}  // namespace
+
 absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
                                              const BufferAddressFn& address,
-                                             const ChunkReadyIndexFn& ready_index) {
+                                             const ChunkReadyIndexFn& ready_index,
+                                             const std::vector<int>& node_map) {
   if (rank < 0 || rank >= plan.world_size || rank >= static_cast<int>(plan.ranks.size())) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " not in plan '", plan.name,
                                                    "' of world size ", plan.world_size));
   }
+  ASSIGN_OR_RETURN(const std::vector<int> nodes, NodeOfRank(plan, node_map));
+  auto inter_node = [&](const plan::Transfer& t) {
+    return nodes[t.src_rank()] != nodes[t.dst_rank()];
+  };
   CopyProgram program;
   program.rank = rank;
   const plan::RankPlan& mine = plan.ranks[rank];
@@ -26,7 +52,7 @@ absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
   for (const plan::Transfer* t : by_id) {
     if (t != nullptr) program.num_signals = std::max(program.num_signals, t->signal + 1);
     if (t != nullptr && t->kind == plan::TransferKind::kPull && t->peer == rank &&
-        t->rank != rank) {
+        t->rank != rank && !inter_node(*t)) {
       if (std::find(program.pulled_by.begin(), program.pulled_by.end(), t->rank) ==
           program.pulled_by.end()) {
         program.pulled_by.push_back(t->rank);
@@ -48,11 +74,32 @@ absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
     for (size_t c = 0; c < mine.channels.size(); ++c) {
       while (next[c] < mine.channels[c].size()) {
         const plan::Transfer& t = mine.channels[c][next[c]];
+        if (inter_node(t)) {
+          if (t.kind != plan::TransferKind::kPush || t.reduce != plan::ReduceOp::kNone) {
+            return absl::UnimplementedError(absl::StrCat(
+                "transfer ", t.id, " (rank ", t.rank, " ", plan::TransferKindName(t.kind),
+                ", reduce ", plan::ReduceOpName(t.reduce), ") crosses from node ",
+                nodes[t.src_rank()], " to node ", nodes[t.dst_rank()],
+                "; the host proxy carries inter-node chunks and supports plain PUSH copies only"));
+          }
+          ++next[c];
+          --remaining;
+          progressed = true;
+          continue;
+        }
         bool ready = true;
         for (int d : t.deps) {
           if (d < 0 || d >= static_cast<int>(by_id.size()) || by_id[d] == nullptr) {
             return absl::InvalidArgumentError(
                 absl::StrCat("transfer ", t.id, " depends on unknown transfer ", d));
+          }
+          // Before the readiness test: a dependency the proxy runs never becomes a step here.
+          if (nodes[by_id[d]->dst_rank()] != nodes[rank]) {
+            return absl::UnimplementedError(
+                absl::StrCat("transfer ", t.id, " (rank ", rank, " on node ", nodes[rank],
+                             ") depends on transfer ", d, ", which lands on rank ",
+                             by_id[d]->dst_rank(), " on node ", nodes[by_id[d]->dst_rank()],
+                             "; the copy engine cannot observe a signal set on another node"));
           }
           if (by_id[d]->rank == rank && by_id[d]->channel != static_cast<int>(c) &&
               !step_of_transfer.count(d)) {

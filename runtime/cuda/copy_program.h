@@ -75,10 +75,18 @@ using BufferAddressFn =
 using ChunkReadyIndexFn = std::function<absl::StatusOr<int>(int transfer_id)>;
 
 // Builds `rank`'s program. Copies come from the compiler's copy descriptors
-// (jit/compiler/copy_descriptors.h), placed at the buffers' addresses. Unimplemented for reductions (the copy engine only copies; use the SM
-// or direct backend), InvalidArgument for regions that do not fit their buffers.
+// (jit/compiler/copy_descriptors.h), placed at the buffers' addresses. Unimplemented for
+// reductions (the copy engine only copies; use the SM or direct backend), InvalidArgument for
+// regions that do not fit their buffers.
+//
+// `nodes` maps rank -> node id (world_size entries, each >= 0; empty: one node, malformed:
+// InvalidArgument). Streams reach only the node's own memory, so transfers between nodes are left
+// to the host proxy: they get no step (and a PULL from another node puts no rank in pulled_by),
+// and, as in the overlap compiler (jit/compiler/lowering.h), one this rank executes must be a
+// plain PUSH, and a step depending on a transfer that lands on another node is Unimplemented.
 absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
                                              const BufferAddressFn& address,
-                                             const ChunkReadyIndexFn& ready_index = {});
+                                             const ChunkReadyIndexFn& ready_index = {},
+                                             const std::vector<int>& nodes = {});
 
 }  // namespace syncopate::cuda

@@ -1,6 +1,7 @@
 // The copy-engine program built from template plans: copies land in the right rank's buffer and
 // cover exactly the transfer's bytes, every peer write is guarded by the peer's "entered" word,
-// signals go to the destination rank, reductions are refused. No GPU (LABEL unit).
+// signals go to the destination rank, reductions are refused; with a node map, transfers between
+// nodes are left to the host proxy. No GPU (LABEL unit).
 #include "runtime/cuda/copy_program.h"
 
 #include <map>
@@ -131,6 +132,97 @@ TEST(CopyProgramTest, AfterComputeTransfersWaitForChunkReady) {
   for (const CopyStep& s : prog->steps) {
     EXPECT_THAT(s.waits, ::testing::Contains(WordWait{WaitKind::kChunkReady, 0, 40 + s.transfer}));
   }
+}
+
+TEST(CopyProgramTest, InterNodeTransfersAreLeftToTheProxy) {
+  plan::TemplateParams tp;
+  tp.world_size = 4;
+  tp.ranks_per_node = 2;
+  tp.shape = {16, 4};
+  tp.chunks_per_shard = 2;
+  tp.produced_by_compute = true;
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.two_level", tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<int> nodes = {0, 0, 1, 1};
+  const std::vector<const plan::Transfer*> by_id = p->TransfersById();
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    absl::StatusOr<CopyProgram> prog = BuildCopyProgram(*p, r, Addresses(), {}, nodes);
+    ASSERT_TRUE(prog.ok()) << prog.status();
+    std::set<int> want, got;
+    for (const auto& ch : p->ranks[r].channels) {
+      for (const plan::Transfer& t : ch) {
+        if (nodes[t.src_rank()] == nodes[t.dst_rank()]) want.insert(t.id);
+      }
+    }
+    for (const CopyStep& s : prog->steps) {
+      got.insert(s.transfer);
+      for (const WordWait& w : s.waits) {
+        // No word of the other node: neither its signals nor its "entered".
+        if (w.kind == WaitKind::kPeerSignal) {
+          EXPECT_EQ(nodes[w.rank], nodes[r]);
+        }
+        if (w.kind == WaitKind::kEntered) {
+          EXPECT_EQ(nodes[w.index], nodes[r]);
+        }
+      }
+      // Level-1 forwards wait for the inter-node arrival on this rank's own signal word.
+      for (int d : by_id[s.transfer]->deps) {
+        EXPECT_THAT(s.waits, ::testing::Contains(WordWait{WaitKind::kSignal, r, by_id[d]->signal}));
+      }
+    }
+    EXPECT_EQ(got, want);
+    // Per chunk: the push to the rank-mate and the forward of what came from the other node;
+    // the push to the other node is the proxy's. Without a map it is a step too.
+    EXPECT_EQ(prog->steps.size(), 2u * 2u);
+    absl::StatusOr<CopyProgram> all = BuildCopyProgram(*p, r, Addresses());
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_EQ(all->steps.size(), 3u * 2u);
+  }
+}
+
+TEST(CopyProgramTest, NodeMapErrors) {
+  plan::TemplateParams tp;
+  tp.world_size = 4;
+  tp.shape = {16, 4};
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.ring", tp);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(BuildCopyProgram(*p, 0, Addresses(), {}, {0, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildCopyProgram(*p, 0, Addresses(), {}, {0, 0, -2, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Rank 1's ring forwards depend on hops 0 -> 1, which land on rank 1: fine even when they
+  // cross nodes (the proxy sets rank 1's signal). A dependency landing on another node is not.
+  ASSERT_TRUE(BuildCopyProgram(*p, 1, Addresses(), {}, {0, 1, 1, 1}).ok());
+  plan::Plan bad = *p;
+  plan::Transfer* fwd = nullptr;
+  for (plan::Transfer& t : bad.ranks[0].channels[0]) {  // 0 -> 1 stays on node 0
+    if (!t.deps.empty()) {
+      fwd = &t;
+      break;
+    }
+  }
+  ASSERT_NE(fwd, nullptr);
+  int to_rank3 = -1;
+  for (const plan::Transfer* t : bad.TransfersById()) {
+    if (t->dst_rank() == 3) to_rank3 = t->id;
+  }
+  ASSERT_GE(to_rank3, 0);
+  fwd->deps = {to_rank3};
+  absl::Status s = BuildCopyProgram(bad, 0, Addresses(), {}, {0, 0, 1, 1}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("transfer ", fwd->id,
+                                                  " (rank 0 on node 0) depends on transfer ",
+                                                  to_rank3)));
+  // The proxy moves plain pushes only: an inter-node reduction is refused, not dropped.
+  absl::StatusOr<plan::Plan> push = plan::BuildTemplate("allgather.push", tp);
+  ASSERT_TRUE(push.ok()) << push.status();
+  for (plan::Transfer& t : push->ranks[0].channels[0]) {
+    if (t.peer == 2) t.reduce = plan::ReduceOp::kSum;
+  }
+  s = BuildCopyProgram(*push, 0, Addresses(), {}, {0, 0, 1, 1}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("crosses from node 0 to node 1; the host proxy"));
 }
 
 TEST(CopyProgramTest, RankOutOfRange) {

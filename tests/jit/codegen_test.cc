@@ -149,6 +149,59 @@ TEST(CodegenTest, MetadataForGemmReduceScatter) {
   EXPECT_EQ(md.plan_hash, plan::PlanHash(plan));
 }
 
+TEST(CodegenTest, NodeMapsNeverShareASymbol) {
+  plan::TemplateParams p;
+  p.world_size = 4;
+  p.ranks_per_node = 2;
+  p.shape = {256, 64};
+  auto plan = plan::BuildTemplate("allgather.two_level", p);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const KernelSpec spec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16, 64, 64);
+  auto generate = [&](std::vector<int> nodes) {
+    CodegenOptions o;
+    o.nodes = std::move(nodes);
+    auto k = GenerateFusedKernel(*plan, spec, "// kernel text\n", o);
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? *k : GeneratedKernel{};
+  };
+  const GeneratedKernel none = generate({});
+  const GeneratedKernel one = generate({0, 0, 0, 0});
+  const GeneratedKernel two = generate({0, 0, 1, 1});
+  const GeneratedKernel swapped = generate({1, 1, 0, 0});
+  // One node is the single-node kernel, byte for byte (and so the same cache key).
+  EXPECT_EQ(none.source, one.source);
+  EXPECT_EQ(none.entry_symbol, one.entry_symbol);
+  EXPECT_EQ(none.source.find("nodes:"), std::string::npos);
+  EXPECT_NE(two.source, none.source);
+  EXPECT_NE(two.entry_symbol, none.entry_symbol);
+  EXPECT_NE(two.entry_symbol, swapped.entry_symbol);
+  EXPECT_NE(two.source.find("// nodes:   0 0 1 1 (node of each rank;"), std::string::npos);
+  // The proxy's channel has no comm CTA any more.
+  EXPECT_EQ(none.metadata.suggested_comm_ctas, 2);
+  EXPECT_EQ(two.metadata.suggested_comm_ctas, 1);
+
+  // From a lowered schedule the map is the schedule's; options may repeat it, not contradict it.
+  auto lw = Lower(*plan, spec, {0, 0, 1, 1});
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  auto from_lowered = GenerateFusedKernel(*lw, spec, "// kernel text\n");
+  ASSERT_TRUE(from_lowered.ok()) << from_lowered.status();
+  EXPECT_EQ(from_lowered->source, two.source);
+  CodegenOptions other;
+  other.nodes = {0, 1, 0, 1};
+  auto contradicted = GenerateFusedKernel(*lw, spec, "// kernel text\n", other);
+  EXPECT_EQ(contradicted.status().code(), absl::StatusCode::kInvalidArgument)
+      << contradicted.status();
+
+  // What the proxy cannot carry fails the plan overload.
+  auto rs = plan::BuildTemplate("reducescatter.two_level", p);
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  CodegenOptions o;
+  o.nodes = {0, 0, 1, 1};
+  auto k = GenerateFusedKernel(
+      *rs, GemmSpecForReduceScatter(256, 64, 64, plan::DType::kBF16, 64, 64), "", o);
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented) << k.status();
+}
+
 TEST(CodegenTest, TooManySlotsIsAnError) {
   KernelSpec spec = testing::TinyCopySpec(12, 4, 4, "", "input");
   for (int i = 0; i < 7; ++i) {

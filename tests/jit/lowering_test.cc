@@ -1,11 +1,14 @@
 // Lowering tables against a brute-force, element-by-element computation: wait sets, producer
 // counts, landing guards, tile order and transfer programs, for AllGather + GEMM and
 // GEMM + ReduceScatter over world sizes, chunk counts and tile sizes where chunks straddle tiles.
+// With a node map: inter-node chunks leave the programs for the host proxy, what the proxy
+// cannot carry is refused, and which templates lower on two nodes of two ranks.
 #include "jit/compiler/lowering.h"
 
 #include <set>
 #include <tuple>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/jit/test_plans.h"
 
@@ -301,6 +304,344 @@ TEST(LoweringTest, ErrorsAreSpecific) {
                                        "in the spec but 8 in the plan"),
             std::string::npos)
       << lw.status();
+}
+
+// ---- node maps ----
+
+using ::testing::HasSubstr;
+
+const std::vector<int> kTwoByTwo = {0, 0, 1, 1};
+
+plan::Plan TemplatePlan(const std::string& name, plan::TemplateParams p) {
+  auto plan = plan::BuildTemplate(name, p);
+  EXPECT_TRUE(plan.ok()) << name << ": " << plan.status();
+  return plan.ok() ? *plan : plan::Plan{};
+}
+
+plan::TemplateParams TwoLevelParams(plan::Shape shape, int chunks) {
+  plan::TemplateParams p;
+  p.world_size = 4;
+  p.ranks_per_node = 2;
+  p.shape = std::move(shape);
+  p.chunks_per_shard = chunks;
+  return p;
+}
+
+// A row-tiled spec over the plan's 2-D buffers: `consumed` / `produced` (either may be empty)
+// bound by name, footprint `tile_rows` rows of tile m, clipped to each buffer.
+KernelSpec RowSpec(const plan::Plan& plan, const std::string& consumed, const std::string& produced,
+                   int64_t tile_rows) {
+  KernelSpec s;
+  s.name = "rows";
+  s.entry = "rows";
+  s.problem_n = 1;
+  s.tile_m = tile_rows;
+  s.tile_n = 1;
+  s.block_threads = 128;
+  for (const auto& [name, role] :
+       {std::pair{consumed, OperandRole::kConsumed}, std::pair{produced, OperandRole::kProduced}}) {
+    if (name.empty()) continue;
+    const plan::BufferSpec* buf = plan.FindBuffer(name);
+    EXPECT_NE(buf, nullptr) << name;
+    if (buf == nullptr) continue;
+    OperandSpec op;
+    op.name = role == OperandRole::kConsumed ? "X" : "Y";
+    op.dtype = buf->dtype;
+    op.role = role;
+    op.buffer = name;
+    op.shape = buf->shape;
+    op.footprint.push_back(AxisFootprint{AffineExpr{tile_rows, 0, 0}, tile_rows});
+    for (size_t d = 1; d < buf->shape.size(); ++d) op.footprint.push_back(AxisFootprint{});
+    s.problem_m = std::max(s.problem_m, buf->shape[0]);
+    s.params.push_back(std::move(op));
+  }
+  return s;
+}
+
+bool CrossesNodes(const plan::Transfer& t, const std::vector<int>& nodes) {
+  return nodes[t.src_rank()] != nodes[t.dst_rank()];
+}
+
+// What every schedule lowered with `nodes` must satisfy: programs hold exactly the intra-node
+// transfers of their rank (minus direct chunks), every step's deps land on its node, proxied
+// lists the inter-node ones in channel order, none of them is direct, and the wait sets are those
+// of the plan without a map.
+void CheckNodeSplit(const plan::Plan& plan, const KernelSpec& spec, const std::vector<int>& nodes,
+                    const LoweredSchedule& lw) {
+  auto single = Lower(plan, spec);
+  ASSERT_TRUE(single.ok()) << single.status();
+  const auto by_id = plan.TransfersById();
+  EXPECT_EQ(lw.nodes, nodes);
+  for (const plan::Transfer* t : by_id) {
+    EXPECT_EQ(lw.transfers[t->id].inter_node, CrossesNodes(*t, nodes)) << "transfer " << t->id;
+  }
+  for (const RankSchedule& rs : lw.ranks) {
+    const int r = rs.rank;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    std::set<int> direct;
+    for (const OutgoingChunk& c : rs.outgoing) {
+      if (c.direct) direct.insert(c.transfer);
+      EXPECT_FALSE(c.direct && CrossesNodes(*by_id[c.transfer], nodes)) << c.transfer;
+    }
+    std::vector<int> want_proxied;
+    for (size_t ch = 0; ch < plan.ranks[r].channels.size(); ++ch) {
+      std::vector<int> want_steps;
+      for (const plan::Transfer& t : plan.ranks[r].channels[ch]) {
+        if (CrossesNodes(t, nodes)) {
+          want_proxied.push_back(t.id);
+        } else if (direct.count(t.id) == 0) {
+          want_steps.push_back(t.id);
+        }
+      }
+      std::vector<int> got_steps;
+      for (const ProgramStep& step : rs.program[ch]) {
+        got_steps.push_back(step.transfer);
+        for (int d : step.deps) {
+          EXPECT_EQ(nodes[by_id[d]->dst_rank()], nodes[r]) << "step " << step.transfer;
+        }
+      }
+      EXPECT_EQ(got_steps, want_steps) << "channel " << ch;
+    }
+    EXPECT_EQ(rs.proxied, want_proxied);
+    EXPECT_EQ(rs.waits, single->ranks[r].waits);
+  }
+}
+
+TEST(NodeMapLoweringTest, TwoLevelAllGatherLeavesInterNodeChunksToTheProxy) {
+  const plan::Plan plan = TemplatePlan("allgather.two_level", TwoLevelParams({64, 8}, 2));
+  const KernelSpec spec = GemmSpecForAllGather(64, 32, 8, plan::DType::kBF16, 16, 32);
+  auto lw = Lower(plan, spec, kTwoByTwo);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  CheckNodeSplit(plan, spec, kTwoByTwo, *lw);
+  const auto by_id = plan.TransfersById();
+  for (const RankSchedule& rs : lw->ranks) {
+    // Each rank sends its 2 chunks to its counterpart on the other node, on channel 1, which the
+    // proxy takes over entirely.
+    ASSERT_EQ(rs.proxied.size(), 2u) << "rank " << rs.rank;
+    for (int id : rs.proxied) {
+      EXPECT_EQ(by_id[id]->rank, rs.rank);
+      EXPECT_EQ(by_id[id]->peer, (rs.rank + 2) % 4);
+    }
+    EXPECT_TRUE(rs.program[1].empty());
+    // Tiles still wait on what arrives from the other node (the proxy sets the signal).
+    std::set<int> waited;
+    for (const auto& w : rs.waits) {
+      for (const TileWait& tw : w) waited.insert(tw.transfer);
+    }
+    for (const plan::Transfer* t : by_id) {
+      if (t->dst_rank() == rs.rank && lw->transfers[t->id].inter_node) {
+        EXPECT_EQ(waited.count(t->id), 1u) << "transfer " << t->id;
+      }
+    }
+  }
+  EXPECT_EQ(lw->max_program_channels, 1);
+
+  // Without a map the same plan lowers as before: every transfer in a program, nothing proxied.
+  auto single = Lower(plan, spec);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->nodes, std::vector<int>(4, 0));
+  CheckAgainstBruteForce(plan, spec, *single);
+  for (const RankSchedule& rs : single->ranks) {
+    EXPECT_TRUE(rs.proxied.empty());
+    EXPECT_FALSE(rs.program[1].empty());
+  }
+  for (const LoweredTransfer& t : single->transfers) EXPECT_FALSE(t.inter_node);
+  EXPECT_EQ(single->max_program_channels, 2);
+}
+
+TEST(NodeMapLoweringTest, ComputedInterNodeChunksArePublishedNotMoved) {
+  // MoE dispatch: tiles produce "send", every block goes out after compute. Intra-node blocks
+  // stay direct (moved by their last producer); inter-node ones are outgoing chunks the kernel
+  // only publishes (chunk_ready), for the proxy.
+  plan::TemplateParams p = TwoLevelParams({16, 4}, 1);
+  p.dtype = plan::DType::kF32;
+  p.produced_by_compute = true;
+  const plan::Plan plan = TemplatePlan("alltoall.uniform", p);
+  const KernelSpec spec = RowSpec(plan, "recv", "send", 2);
+  auto lw = Lower(plan, spec, kTwoByTwo);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  CheckNodeSplit(plan, spec, kTwoByTwo, *lw);
+  for (const RankSchedule& rs : lw->ranks) {
+    int inter = 0;
+    for (const OutgoingChunk& c : rs.outgoing) {
+      const bool crosses = lw->transfers[c.transfer].inter_node;
+      EXPECT_GT(c.producers, 0);
+      EXPECT_EQ(c.direct, !crosses) << "transfer " << c.transfer;
+      inter += crosses ? 1 : 0;
+    }
+    EXPECT_EQ(inter, 2) << "rank " << rs.rank;
+    EXPECT_EQ(rs.proxied.size(), 2u);
+  }
+  auto single = Lower(plan, spec);
+  ASSERT_TRUE(single.ok()) << single.status();
+  for (const RankSchedule& rs : single->ranks) {
+    for (const OutgoingChunk& c : rs.outgoing) EXPECT_TRUE(c.direct) << c.transfer;
+  }
+}
+
+TEST(NodeMapLoweringTest, InterNodeReductionsAreUnimplemented) {
+  const plan::Plan plan = TemplatePlan("reducescatter.two_level", TwoLevelParams({64, 32}, 1));
+  const KernelSpec spec = GemmSpecForReduceScatter(64, 32, 8, plan::DType::kBF16, 16, 32);
+  ASSERT_TRUE(Lower(plan, spec).ok());
+  absl::Status s = Lower(plan, spec, kTwoByTwo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("plan \"reducescatter.two_level\": inter-node transfer "));
+  EXPECT_THAT(s.message(), HasSubstr("reduces (sum)"));
+  EXPECT_THAT(s.message(), HasSubstr("on node 1"));
+  EXPECT_THAT(s.message(), HasSubstr("host proxy, which supports plain PUSH copies only"));
+}
+
+TEST(NodeMapLoweringTest, InterNodePullsAreUnimplemented) {
+  plan::TemplateParams p = TwoLevelParams({16, 4}, 1);
+  const plan::Plan plan = TemplatePlan("allgather.pull", p);
+  absl::Status s =
+      Lower(plan, GemmSpecForAllGather(16, 32, 4, plan::DType::kBF16, 4, 32), kTwoByTwo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("is a pull, not a push"));
+}
+
+TEST(NodeMapLoweringTest, GuardedInterNodeLandingIsUnimplemented) {
+  // Tiles write all of "data", so what arrives there lands on computed data and needs a guard
+  // word on the destination: the proxy on the other node cannot wait for it.
+  plan::TemplateParams p = TwoLevelParams({16, 4}, 1);
+  p.dtype = plan::DType::kF32;
+  p.produced_by_compute = true;
+  const plan::Plan plan = TemplatePlan("allgather.two_level", p);
+  const KernelSpec spec = testing::TinyCopySpec(16, 4, 4, "", "data");
+  ASSERT_TRUE(Lower(plan, spec).ok());
+  absl::Status s = Lower(plan, spec, kTwoByTwo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("(it would need a landing guard)"));
+  EXPECT_THAT(s.message(), HasSubstr("host proxy"));
+}
+
+// World 4, "data" [4, 4] f32, one channel per rank; rank r starts with row r.
+plan::Plan CustomPlan(std::vector<plan::Transfer> transfers) {
+  plan::Plan p;
+  p.name = "custom.cross_node";
+  p.world_size = 4;
+  p.buffers = {plan::MakeBuffer("data", plan::DType::kF32, {4, 4})};
+  p.ranks.resize(4);
+  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(1);
+  for (plan::Transfer& t : transfers) {
+    t.src_buffer = t.dst_buffer = "data";
+    t.src_region = t.dst_region = plan::Region::Slab({4, 4}, 0, t.src_rank(), t.src_rank() + 1);
+    p.ranks[t.rank].channels[0].push_back(t);
+  }
+  return p;
+}
+
+plan::Transfer Push(int id, int from, int to, int signal, std::vector<int> deps = {}) {
+  plan::Transfer t;
+  t.id = id;
+  t.rank = from;
+  t.peer = to;
+  t.signal = signal;
+  t.deps = std::move(deps);
+  return t;
+}
+
+TEST(NodeMapLoweringTest, StepDependingOnAnotherNodeIsUnimplemented) {
+  // Transfer 1 (node 0) waits for transfer 0, which lands on rank 3 on node 1.
+  const plan::Plan plan = CustomPlan({Push(0, 2, 3, 0), Push(1, 0, 1, 0, {0})});
+  const KernelSpec spec = testing::TinyCopySpec(4, 4, 1, "data", "");
+  ASSERT_TRUE(Lower(plan, spec).ok());
+  absl::Status s = Lower(plan, spec, kTwoByTwo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("transfer 1 (rank 0 on node 0, channel 0) depends on "
+                                     "transfer 0 (push, rank 2 on node 1 -> rank 3 on node 1)"));
+  EXPECT_THAT(s.message(), HasSubstr("cannot observe a signal set on another node"));
+}
+
+TEST(NodeMapLoweringTest, InterNodeDepsTheProxyCanObserve) {
+  const KernelSpec spec = testing::TinyCopySpec(4, 4, 1, "data", "");
+  // 0 -> 1 lands on the proxy's node; 1 -> 2 crosses after it; 2 -> 0 crosses after an
+  // inter-node transfer (seen over UCX); 2 -> 3 is an intra-node forward of an arrival.
+  const plan::Plan ok = CustomPlan(
+      {Push(0, 0, 1, 0), Push(1, 1, 2, 0, {0}), Push(2, 2, 0, 0, {1}), Push(3, 2, 3, 0, {1})});
+  auto lw = Lower(ok, spec, kTwoByTwo);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  CheckNodeSplit(ok, spec, kTwoByTwo, *lw);
+  EXPECT_EQ(lw->ranks[1].proxied, std::vector<int>{1});
+  EXPECT_EQ(lw->ranks[2].proxied, std::vector<int>{2});
+  ASSERT_EQ(lw->ranks[2].program[0].size(), 1u);
+  EXPECT_EQ(lw->ranks[2].program[0][0].transfer, 3);
+
+  // 0 -> 2 would wait for 2 -> 3, an intra-node signal of the other node.
+  const plan::Plan bad = CustomPlan({Push(0, 2, 3, 0), Push(1, 0, 2, 0, {0})});
+  absl::Status s = Lower(bad, spec, kTwoByTwo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("inter-node transfer 1 (push, rank 0 on node 0 -> rank 2 on "
+                                     "node 1) depends on transfer 0"));
+}
+
+TEST(NodeMapLoweringTest, MalformedNodeMapsAreInvalid) {
+  const plan::Plan plan = AllGatherPlan("ring", 4, 64, 8, 1);
+  const KernelSpec spec = GemmSpecForAllGather(64, 32, 8, plan::DType::kBF16, 16, 32);
+  absl::Status s = Lower(plan, spec, {0, 0, 1}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("node map has 3 entries for world size 4"));
+  s = Lower(plan, spec, {0, 0, -1, 1}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("node map gives rank 2 node -1"));
+  // One node, whatever its id, is the single-node schedule.
+  auto one = Lower(plan, spec, {3, 3, 3, 3});
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (const RankSchedule& rs : one->ranks) EXPECT_TRUE(rs.proxied.empty());
+}
+
+// Every template on 2 nodes x 2 ranks, against a kernel consuming / producing its buffers:
+// either it lowers with the node split intact, or the proxy cannot carry it (Unimplemented).
+// The expected split is spelled out so that a template changing sides is noticed.
+TEST(NodeMapLoweringTest, EveryTemplateOnTwoNodes) {
+  const std::set<std::string> lowers = {"allgather.push",   "allgather.ring",
+                                        "allgather.biring", "allgather.two_level",
+                                        "alltoall.uniform", "alltoall.variable"};
+  const std::set<std::string> refused = {
+      "allgather.pull",  "reducescatter.ring", "reducescatter.direct", "reducescatter.two_level",
+      "allreduce.rs_ag", "allreduce.split",    "allreduce.two_level"};
+  std::set<std::string> got_lowers, got_refused;
+  for (const std::string& name : plan::TemplateNames()) {
+    SCOPED_TRACE(name);
+    plan::TemplateParams p = TwoLevelParams({16, 4}, 2);
+    p.dtype = plan::DType::kF32;
+    p.sub_collectives = 2;
+    std::string consumed, produced;
+    if (name.rfind("allgather.", 0) == 0) {
+      consumed = "data";
+    } else if (name.rfind("reducescatter.", 0) == 0) {
+      produced = "input";
+    } else if (name.rfind("allreduce.", 0) == 0) {
+      produced = "data";
+    } else {
+      p.produced_by_compute = true;
+      consumed = "recv";
+      produced = "send";
+      if (name == "alltoall.variable") {
+        p.splits.assign(4, std::vector<int64_t>(4));
+        for (int s = 0; s < 4; ++s) {
+          for (int d = 0; d < 4; ++d) p.splits[s][d] = 2 + (s + d) % 2;
+        }
+      }
+    }
+    const plan::Plan plan = TemplatePlan(name, p);
+    const KernelSpec spec = RowSpec(plan, consumed, produced, 2);
+    ASSERT_TRUE(Lower(plan, spec).ok());
+    auto lw = Lower(plan, spec, kTwoByTwo);
+    if (lw.ok()) {
+      got_lowers.insert(name);
+      CheckNodeSplit(plan, spec, kTwoByTwo, *lw);
+      size_t proxied = 0;
+      for (const RankSchedule& rs : lw->ranks) proxied += rs.proxied.size();
+      EXPECT_GT(proxied, 0u);
+    } else {
+      got_refused.insert(name);
+      EXPECT_EQ(lw.status().code(), absl::StatusCode::kUnimplemented) << lw.status();
+      EXPECT_THAT(lw.status().message(), HasSubstr("transfer "));
+    }
+  }
+  EXPECT_EQ(got_lowers, lowers);
+  EXPECT_EQ(got_refused, refused);
 }
 
 }  // namespace
