@@ -53,6 +53,14 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     return absl::InvalidArgumentError(
         "executor: staged buffers need run_intra_node (every chunk through the executor)");
   }
+  if (options.device != nullptr && (options.run_intra_node || options.staging != nullptr)) {
+    // Device mode leaves intra-node chunks to the device backends and moves sources and
+    // arrivals per chunk; running intra-node chunks here or staging whole buffers would write
+    // the same device memory from two places.
+    return absl::InvalidArgumentError(
+        "executor: device mode excludes run_intra_node and staging (device backends own "
+        "intra-node chunks)");
+  }
   std::unique_ptr<PlanExecutor> ex(
       new PlanExecutor(plan, rank, std::move(nodes), transport, options));
   PlanExecutor& e = *ex;
@@ -87,6 +95,14 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
                                                      "'"));
     }
     const bool touches_me = t->rank == rank || t->dst_rank() == rank || t->src_rank() == rank;
+    if (options.device != nullptr && info.carried && touches_me &&
+        (t->kind != plan::TransferKind::kPush || t->reduce != plan::ReduceOp::kNone)) {
+      // A pull would read a peer's host copy, which only that peer's FetchSource fills; a
+      // reduction would have to be applied on the device. Neither exists yet.
+      return absl::UnimplementedError(absl::StrCat(
+          "executor: plan '", plan.name, "': ", e.Describe(*t),
+          " crosses nodes, but device mode carries plain inter-node pushes only"));
+    }
     if (info.carried && touches_me) {
       ASSIGN_OR_RETURN(info.src_ranges, RegionBytes(*src, t->src_region));
       ASSIGN_OR_RETURN(info.dst_ranges, RegionBytes(*dst, t->dst_region));
@@ -140,8 +156,31 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     e.mine_by_channel_[c] = std::move(ordered);
   }
 
+  if (options.device != nullptr) {
+    // Every dependency of a transfer sent here must be observable: landing on this node (the
+    // device waits on its signal word), or carried over UCX (its completion here, or its host
+    // signal word on its destination). An intra-node transfer of another node signals only on
+    // that node's devices, so waiting for it would only ever time out.
+    for (int id : e.mine_) {
+      const plan::Transfer& t = *e.by_id_[id];
+      for (int dep : t.deps) {
+        if (dep < 0 || dep >= n) continue;  // WaitDependency reports it
+        const plan::Transfer& d = *e.by_id_[dep];
+        const int where = d.dst_rank();
+        if (where < 0 || where >= plan.world_size) continue;
+        if (e.nodes_[where] != e.nodes_[rank] && !e.info_[dep].carried) {
+          return absl::UnimplementedError(absl::StrCat(
+              "executor: plan '", plan.name, "': ", e.Describe(t), " depends on transfer ", dep,
+              " (rank ", d.rank, " to rank ", where, "), which stays inside another node: "
+              "device mode cannot observe its signal"));
+        }
+      }
+    }
+  }
+
   // Fresh reduction outputs on this rank, per buffer: element masks (kReduced without kWritten).
-  {
+  // None in device mode: it carries no reductions (checked above).
+  if (options.device == nullptr) {
     constexpr uint8_t kReduced = 1, kWritten = 2;
     std::map<std::string, std::vector<uint8_t>> masks;
     std::map<std::string, plan::ReduceOp> ops;
@@ -212,6 +251,11 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
   ASSIGN_OR_RETURN(e.stage_signals_region_,
                    transport->AllocateMemory("staging_signals",
                                              std::max(stage_slots[rank], 1) * 8));
+  if (options.device != nullptr) {
+    ASSIGN_OR_RETURN(e.epoch_ready_region_, transport->AllocateMemory("epoch_ready", 8));
+    e.peer_ready_ = std::make_unique<std::atomic<uint64_t>[]>(plan.world_size);
+    for (int r = 0; r < plan.world_size; ++r) e.peer_ready_[r].store(0);
+  }
   return ex;
 }
 
@@ -222,7 +266,8 @@ void* PlanExecutor::buffer(absl::string_view name) const {
 
 std::string PlanExecutor::Describe(const plan::Transfer& t) const {
   const char* dir = t.kind == plan::TransferKind::kPull ? " from " : " to ";
-  return absl::StrCat("rank ", rank_, " transfer ", t.id, " (", plan::TransferKindName(t.kind),
+  // The executing rank (this rank for every transfer it runs; Create also names others').
+  return absl::StrCat("rank ", t.rank, " transfer ", t.id, " (", plan::TransferKindName(t.kind),
                       t.reduce != plan::ReduceOp::kNone
                           ? absl::StrCat("+", plan::ReduceOpName(t.reduce))
                           : "",
@@ -269,6 +314,22 @@ absl::Status PlanExecutor::Execute(uint64_t epoch) {
   last_epoch_ = epoch;
   abort_ = false;
   RETURN_IF_ERROR(CheckAbort(nullptr));
+  if (options_.device != nullptr) {
+    // Announce the epoch only once the previous one's Deliver copies stopped reading the host
+    // buffers: senders overwrite them as soon as they see it.
+    if (!drained_) {
+      absl::Status drain = options_.device->Drain(absl::Now() + options_.transfer_timeout);
+      if (!drain.ok()) {
+        return absl::Status(drain.code(),
+                            absl::StrCat("rank ", rank_, ": epoch ", epoch,
+                                         ": draining the previous epoch's deliveries to the "
+                                         "device: ", drain.message()));
+      }
+      drained_ = true;
+    }
+    auto* word = static_cast<uint64_t*>(transport_->region_address(epoch_ready_region_));
+    std::atomic_ref<uint64_t>(*word).store(epoch, std::memory_order_release);
+  }
   for (const IdentityFill& fill : identity_fills_) {
     auto* base = static_cast<char*>(buffer(fill.buffer));
     for (const ByteRange& r : fill.ranges) {
@@ -291,6 +352,18 @@ absl::Status PlanExecutor::Execute(uint64_t epoch) {
   absl::Status incoming = ReceiveIncoming(epoch);
   if (!incoming.ok()) abort_ = true;
   for (std::thread& th : threads) th.join();
+  // Device mode: the epoch ends when the device has every chunk that arrived (also on failure:
+  // the next Execute must not announce host buffers that copies still read).
+  absl::Status drain;
+  if (options_.device != nullptr) {
+    drain = options_.device->Drain(absl::Now() + options_.transfer_timeout);
+    drained_ = drain.ok();
+    if (!drain.ok()) {
+      drain = absl::Status(drain.code(),
+                           absl::StrCat("rank ", rank_, ": epoch ", epoch,
+                                        ": draining deliveries to the device: ", drain.message()));
+    }
+  }
   // Report the root cause: a failure that names a peer beats "aborted by another failure".
   absl::Status first;
   for (const absl::Status& s : results) {
@@ -300,6 +373,7 @@ absl::Status PlanExecutor::Execute(uint64_t epoch) {
     first = incoming;
   }
   if (!first.ok()) return first;
+  RETURN_IF_ERROR(drain);
   // Remote completion of everything this rank put (the fence ordering completes signals only
   // locally).
   std::vector<int> peers;
@@ -320,13 +394,68 @@ absl::Status PlanExecutor::Execute(uint64_t epoch) {
 absl::Status PlanExecutor::RunChannel(const std::vector<int>& ids, uint64_t epoch) {
   for (int id : ids) {
     const plan::Transfer& t = *by_id_[id];
-    const absl::Time deadline = absl::Now() + options_.transfer_timeout;
-    for (int dep : t.deps) RETURN_IF_ERROR(WaitDependency(t, dep, epoch, deadline));
+    absl::Time deadline = absl::Now() + options_.transfer_timeout;
+    std::vector<int> device_deps;
+    for (int dep : t.deps) {
+      if (options_.device != nullptr && dep >= 0 && dep < static_cast<int>(by_id_.size()) &&
+          nodes_[by_id_[dep]->dst_rank()] == nodes_[rank_]) {
+        // Lands on this node: signalled on the device (its host word is never set).
+        device_deps.push_back(dep);
+        continue;
+      }
+      RETURN_IF_ERROR(WaitDependency(t, dep, epoch, deadline));
+    }
     RETURN_IF_ERROR(CheckAbort(&t));
+    if (options_.device != nullptr) {
+      const Info& info = info_[id];
+      absl::Status fetched =
+          options_.device->FetchSource(t, device_deps, epoch, info.src_ranges,
+                                       buffer(t.src_buffer),
+                                       absl::Now() + options_.transfer_timeout);
+      if (!fetched.ok()) {
+        return absl::Status(fetched.code(),
+                            absl::StrCat(Describe(t), ": source not fetched from the device: ",
+                                         fetched.message()));
+      }
+      RETURN_IF_ERROR(CheckAbort(&t));
+      RETURN_IF_ERROR(WaitPeerReady(t, t.peer, epoch));
+      deadline = absl::Now() + options_.transfer_timeout;
+    }
     RETURN_IF_ERROR(RunTransfer(t, epoch, deadline));
     done_epoch_[id].store(epoch, std::memory_order_release);
   }
   return absl::OkStatus();
+}
+
+absl::Status PlanExecutor::WaitPeerReady(const plan::Transfer& t, int peer, uint64_t epoch) {
+  std::atomic<uint64_t>& known = peer_ready_[peer];
+  if (known.load(std::memory_order_acquire) >= epoch) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.transfer_timeout;
+  absl::Duration poll_interval = absl::Microseconds(20);
+  while (true) {
+    Completion c = transport_->GetWord(peer, {epoch_ready_region_, 0});
+    RETURN_IF_ERROR(transport_->Wait(
+        c, deadline, absl::StrCat(Describe(t), " reading the epoch rank ", peer, " started")));
+    const uint64_t seen = UcxTransport::WordResult(c);
+    if (seen >= epoch) {
+      // Channels may race here; keep the highest value seen.
+      uint64_t old = known.load(std::memory_order_relaxed);
+      while (old < seen && !known.compare_exchange_weak(old, seen, std::memory_order_acq_rel)) {
+      }
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(CheckAbort(&t));
+    if (absl::Now() > deadline) {
+      transport_->MarkPeerFailed(peer, absl::DeadlineExceededError(absl::StrCat(
+                                           "stalled: did not start epoch ", epoch,
+                                           " by the deadline (rank ", rank_, " waited to send)")));
+      return absl::DeadlineExceededError(absl::StrCat(
+          Describe(t), ": ", transport_->PeerName(peer), " did not start epoch ", epoch,
+          " by the deadline (still at epoch ", seen, "; its host buffers may be in use)"));
+    }
+    absl::SleepFor(poll_interval);
+    poll_interval = std::min(poll_interval * 2, absl::Milliseconds(1));
+  }
 }
 
 absl::Status PlanExecutor::WaitDependency(const plan::Transfer& t, int dep, uint64_t epoch,
@@ -478,7 +607,19 @@ absl::Status PlanExecutor::ReceiveIncoming(uint64_t epoch) {
         }
       } else {
         arrived = LoadSignal(signals_region_, t.signal) >= epoch;
-        if (arrived) RETURN_IF_ERROR(Landed(t));
+        if (arrived && options_.device != nullptr) {
+          absl::Status delivered =
+              options_.device->Deliver(t, epoch, info.dst_ranges, buffer(t.dst_buffer));
+          if (!delivered.ok()) {
+            return absl::Status(delivered.code(),
+                                absl::StrCat("rank ", rank_, ": transfer ", t.id, " (chunk ",
+                                             t.chunk, " from rank ", t.rank,
+                                             ") not delivered to the device: ",
+                                             delivered.message()));
+          }
+        } else if (arrived) {
+          RETURN_IF_ERROR(Landed(t));
+        }
       }
       if (arrived) {
         pending[i] = pending.back();

@@ -40,6 +40,26 @@
 // device are serialized with the local reductions, so a chunk reduced into right after it
 // landed reaches the device in its final state.
 //
+// Device mode (ExecutorOptions::device), for fused GPU launches: the plan's buffers live on a
+// GPU, and the fused kernel and CUDA IPC backends already move every intra-node chunk and set
+// its signal word on the device, so the executor carries only what they cannot reach: inter-node
+// chunks. Unlike staging it cannot copy whole buffers around the launch (the kernel produces and
+// consumes chunks while the launch runs), so it asks the device per chunk, through DeviceSide
+// (device_side.h): FetchSource before a send (the device knows when the kernel produced the
+// source and when intra-node chunks it forwards arrived; those dependencies' host signal words
+// are never set, so they are handed to the device instead of being waited on here), Deliver
+// after a chunk landed in host memory (copy, then the device signal), Drain before the host
+// copies are reused. Only plain pushes: a pull would read a peer's host copy that only that
+// peer's FetchSource fills, and reductions would need the reduce on the device — neither exists
+// yet, and Create says so rather than produce wrong data.
+//
+// Epoch handshake (device mode): a receiver's Deliver copies may read its host buffers until its
+// Drain at the end of its Execute, and nothing else orders a fast sender's next epoch after that
+// (the GPU side has no host barrier between launches). So every rank publishes the epoch it has
+// started in an "epoch_ready" word, after draining the previous one, and a sender reads the
+// receiver's word (once per peer and epoch) before its first put there. Without device mode the
+// caller's barrier does this job (see Epochs).
+//
 // Thread-safety: Execute is called by one thread at a time; it runs one thread per channel.
 #pragma once
 
@@ -56,6 +76,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/plan/plan.h"
+#include "runtime/ucx/device_side.h"
 #include "runtime/ucx/segments.h"
 #include "runtime/ucx/transport.h"
 
@@ -88,6 +109,12 @@ struct ExecutorOptions {
   // every chunk that touches it goes through the executor. The real buffers hold an epoch's
   // data when Execute returns (a chunk's signal may be seen before its copy to them is done).
   BufferStaging* staging = nullptr;
+  // Not owned; must outlive the executor. Non-null: device mode (see the file comment): the
+  // executor carries only inter-node chunks, which must all be plain pushes (Create answers
+  // Unimplemented otherwise), and moves their bytes between the device and its host buffers
+  // through this. Excludes run_intra_node and staging (InvalidArgument). Every rank of the
+  // group must use device mode or none (it registers one more memory region).
+  DeviceSide* device = nullptr;
 };
 
 class PlanExecutor {
@@ -107,11 +134,13 @@ class PlanExecutor {
 
   // With ExecutorOptions::staging: copies this rank's initial data from the real buffers into
   // the host buffers. Call before whatever starts the epoch on every rank (a barrier): peers
-  // may read (pull) this rank's initial data as soon as their Execute begins. No-op without.
+  // may read (pull) this rank's initial data as soon as their Execute begins. No-op without
+  // (and in device mode, where FetchSource fetches each source chunk when it is sent).
   absl::Status StageIn();
 
   // Runs epoch `epoch`: returns when every transfer this rank runs completed (data remotely
-  // complete) and every chunk another rank sends it over UCX arrived (reductions applied).
+  // complete) and every chunk another rank sends it over UCX arrived (reductions applied; in
+  // device mode: delivered to the device and drained).
   absl::Status Execute(uint64_t epoch);
 
  private:
@@ -132,6 +161,9 @@ class PlanExecutor {
   absl::Status ReduceLocal(const plan::Transfer& t, char* packed);
   // Staging to the real buffer after a chunk landed or was reduced into (no-op without staging).
   absl::Status Landed(const plan::Transfer& t);
+  // Device mode: waits until `peer` has started `epoch` (its epoch_ready word), once per peer
+  // and epoch.
+  absl::Status WaitPeerReady(const plan::Transfer& t, int peer, uint64_t epoch);
   absl::Status CheckAbort(const plan::Transfer* t) const;
   std::string Describe(const plan::Transfer& t) const;
   uint64_t LoadSignal(int region, int index) const;
@@ -149,6 +181,7 @@ class PlanExecutor {
   int signals_region_ = -1;
   int stage_region_ = -1;
   int stage_signals_region_ = -1;
+  int epoch_ready_region_ = -1;  // device mode: the epoch this rank has started (8 bytes)
   int num_signals_ = 0;
   std::vector<std::vector<int>> mine_by_channel_;  // transfer ids this rank runs, per channel
   std::vector<int> mine_;
@@ -161,6 +194,11 @@ class PlanExecutor {
   std::vector<IdentityFill> identity_fills_;  // done at the start of every Execute
   std::map<std::string, std::vector<ByteRange>> initial_ranges_;  // staged in per Execute
   std::unique_ptr<std::atomic<uint64_t>[]> done_epoch_;  // by transfer id, for this rank's
+  // Device mode: per peer, the highest epoch it was seen to have started (handshake cache).
+  std::unique_ptr<std::atomic<uint64_t>[]> peer_ready_;
+  // Device mode: every Deliver so far is drained (false after a Drain that did not succeed;
+  // the next Execute drains again before it announces its epoch).
+  bool drained_ = true;
   uint64_t last_epoch_ = 0;
   std::atomic<bool> abort_{false};
   // Serializes local reductions (they may touch the same elements) and copies to the real
