@@ -55,7 +55,25 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(const GroupOptions& options
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", options.world_size, " out of 1..", kMaxRanks));
   }
+  if (!options.nodes.empty()) {
+    if (static_cast<int>(options.nodes.size()) != options.world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("node map has ", options.nodes.size(),
+                                                     " entries for world size ",
+                                                     options.world_size));
+    }
+    for (int r = 0; r < options.world_size; ++r) {
+      if (options.nodes[r] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node map: rank ", r, " has negative node ", options.nodes[r]));
+      }
+    }
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " out of range for world size ", options.world_size));
+  }
   auto group = std::unique_ptr<Group>(new Group(options));
+  group->nodes_ = options.nodes.empty() ? std::vector<int>(options.world_size, 0) : options.nodes;
   RETURN_IF_ERROR(group->Init());
   return group;
 }
@@ -64,11 +82,23 @@ absl::Status Group::Init() {
   // The driver first: without a GPU there is no point in waiting for peers.
   ASSIGN_OR_RETURN(context_, Context::Retain(options_.device_ordinal));
   const DriverApi& api = context_.api();
+  // This node's ranks rendezvous among themselves, under a per-node name when the group spans
+  // nodes (processes playing different nodes may share a host).
+  std::vector<int> members;
+  for (int r = 0; r < world_size(); ++r) {
+    if (same_node(r)) members.push_back(r);
+  }
+  const int index = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
+                                     members.begin());
+  const bool multi_node = static_cast<int>(members.size()) != world_size();
+  const std::string rendezvous_id =
+      multi_node ? absl::StrCat(options_.group_id, ".node", nodes_[rank()]) : options_.group_id;
   ASSIGN_OR_RETURN(rendezvous_,
-                   NodeRendezvous::Connect({options_.group_id, options_.rank,
-                                            options_.world_size, options_.rendezvous_dir,
+                   NodeRendezvous::Connect({rendezvous_id, index,
+                                            static_cast<int>(members.size()),
+                                            options_.rendezvous_dir,
                                             options_.rendezvous_timeout}));
-  heap_ = std::make_unique<SymmetricHeap>(context_, *rendezvous_);
+  heap_ = std::make_unique<SymmetricHeap>(context_, *rendezvous_, members, world_size());
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));
   ASSIGN_OR_RETURN(capture_stream_, Stream::Create(api));
@@ -78,8 +108,10 @@ absl::Status Group::Init() {
                                           rescue_stream_.get()));
   CU_RETURN_IF_ERROR(
       api.cuMemsetD32Async(chunk_words_.get(), 0, 2 * kChunkCapacity, rescue_stream_.get()));
-  std::vector<CUdeviceptr> table(world_size());
-  for (int r = 0; r < world_size(); ++r) table[r] = SignalWord(r, 0);
+  std::vector<CUdeviceptr> table(world_size(), 0);  // 0 for ranks on other nodes
+  for (int r = 0; r < world_size(); ++r) {
+    if (same_node(r)) table[r] = SignalWord(r, 0);
+  }
   ASSIGN_OR_RETURN(peer_signal_table_,
                    DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_signal_table_.get(), table.data(),
@@ -155,6 +187,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   // 1. Announce: this rank entered launch `epoch` (everything before it on `stream` is done).
   // Our own slots (entered[me], drained[me]) record progress for Sync()'s stall detection.
   for (int q = 0; q < world_size(); ++q) {
+    if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
     CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, EnteredWord(q, me), epoch,
                                                 CU_STREAM_WRITE_VALUE_DEFAULT));
   }
@@ -165,6 +198,9 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
     // 2. The kernel writes into / reads from these peers: wait until they entered this launch.
     for (int q : launch.guarded_peers) {
       if (q == me) continue;
+      if (!same_node(q)) {
+        return absl::InternalError(absl::StrCat("launch guards rank ", q, " on another node"));
+      }
       CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(stream, EnteredWord(me, q), epoch,
                                                  CU_STREAM_WAIT_VALUE_GEQ));
       last_waits_.push_back({WaitKind::kEntered, me, q});

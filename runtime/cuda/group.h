@@ -64,8 +64,12 @@ absl::StatusOr<Backend> ParseBackend(std::string_view name);
 
 struct GroupOptions {
   std::string group_id;
-  int rank = 0;
-  int world_size = 1;
+  int rank = 0;        // global (the plan's rank)
+  int world_size = 1;  // global
+  // rank -> node id, for a group spanning nodes (empty: every rank on this node). Only the ranks
+  // of this rank's node rendezvous and map each other's memory; chunks to and from other nodes
+  // go through the inter-node proxy (inter_node_kernel.h), which sets their signal words here.
+  std::vector<int> nodes;
   int device_ordinal = 0;
   std::string rendezvous_dir;  // empty: abstract Unix socket names
   absl::Duration rendezvous_timeout = absl::Seconds(30);
@@ -122,6 +126,9 @@ class Group {
 
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
+  // rank -> node (never empty: all zeros for a single-node group).
+  const std::vector<int>& nodes() const { return nodes_; }
+  bool same_node(int r) const { return nodes_[r] == nodes_[rank()]; }
   const Context& context() const { return context_; }
   const DriverApi& api() const { return context_.api(); }
   SymmetricHeap& heap() { return *heap_; }
@@ -131,6 +138,10 @@ class Group {
 
   // Device tables for FusedLaunchArgs: every rank's signal array.
   CUdeviceptr signals() const { return control_->local() + kSignalsOffset; }
+  // Signal word `index` of rank `owner` (this node's ranks only), and this rank's chunk_ready
+  // word of outgoing chunk `index`: what the inter-node proxy waits on and writes.
+  CUdeviceptr signal_word(int owner, int index) const { return SignalWord(owner, index); }
+  CUdeviceptr chunk_ready_word(int index) const { return ChunkReadyWord(index); }
   CUdeviceptr peer_signal_table() const { return peer_signal_table_.get(); }
 
   // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.
@@ -171,6 +182,7 @@ class Group {
   }
 
   GroupOptions options_;
+  std::vector<int> nodes_;
   Context context_;
   std::unique_ptr<NodeRendezvous> rendezvous_;
   std::unique_ptr<SymmetricHeap> heap_;

@@ -103,7 +103,9 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   k->plan_ = plan;
   k->spec_ = spec;
   k->fetch_ = std::move(fetch);
-  ASSIGN_OR_RETURN(k->fused_, jit::GenerateFusedKernel(plan, spec, kernel_source));
+  jit::CodegenOptions codegen;
+  codegen.nodes = group_->nodes();
+  ASSIGN_OR_RETURN(k->fused_, jit::GenerateFusedKernel(plan, spec, kernel_source, codegen));
   ASSIGN_OR_RETURN(k->local_, jit::GenerateLocalKernel(spec, kernel_source));
   const jit::LaunchMetadata& md = k->fused_.metadata;
   if (md.num_signals > kSignalCapacity || md.num_outgoing_chunks > kChunkCapacity) {
@@ -169,7 +171,7 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
       }
       std::vector<CUdeviceptr> per_rank(world);
       for (int r = 0; r < world; ++r) {
-        per_rank[r] = sym->peer(r) + offset;
+        per_rank[r] = sym->peer(r) == 0 ? 0 : sym->peer(r) + offset;  // 0: another node
         table[static_cast<size_t>(slot.slot) * world + r] = per_rank[r];
       }
       if (!slot.buffer.empty()) b->slot_addresses_[slot.buffer] = std::move(per_rank);
@@ -236,7 +238,8 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   std::set<int> peers, pulled_by;
   for (const plan::Transfer* t : plan.TransfersById()) {
     if (t == nullptr) continue;
-    if (t->rank == me && t->peer != me) peers.insert(t->peer);
+    // Peers on other nodes are the proxy's (its own epoch handshake guards their buffers).
+    if (t->rank == me && t->peer != me && group_->same_node(t->peer)) peers.insert(t->peer);
     if (t->dst_rank() == me && t->signal >= 0) l.incoming_signals.push_back(t->signal);
     if (t->kind == plan::TransferKind::kPull && t->peer == me && t->rank != me) {
       pulled_by.insert(t->rank);
@@ -267,7 +270,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
       return absl::InternalError(absl::StrCat(
           "after-compute transfer ", transfer, " is not an outgoing chunk of the kernel"));
     };
-    ASSIGN_OR_RETURN(l.copy_program, BuildCopyProgram(plan, me, address, ready));
+    ASSIGN_OR_RETURN(l.copy_program, BuildCopyProgram(plan, me, address, ready, group_->nodes()));
   }
   auto [inserted, ok] = bound.launches_.emplace(key, std::move(l));
   return &inserted->second;

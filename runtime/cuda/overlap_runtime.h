@@ -84,6 +84,11 @@ class FusedKernel {
 class BoundKernel {
  public:
   const FusedKernel& kernel() const { return *kernel_; }
+  // Plan buffer -> its address on every rank (0 where not mapped here: another node, or a
+  // rank's private memory).
+  const std::map<std::string, std::vector<CUdeviceptr>>& buffer_addresses() const {
+    return slot_addresses_;
+  }
 
  private:
   friend class OverlapRuntime;
@@ -110,7 +115,8 @@ class OverlapRuntime {
   // Collective: every rank allocates `name` with the same size, in the same order.
   absl::StatusOr<SymmetricBuffer*> AllocateSymmetric(const std::string& name, size_t bytes);
 
-  // Generates (overlap compiler) and compiles (jit::BuildGeneratedKernel, NVRTC for this GPU:
+  // Generates (overlap compiler, with the group's node map: inter-node chunks are left to
+  // InterNodeKernel's proxy) and compiles (jit::BuildGeneratedKernel, NVRTC for this GPU:
   // ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused and local
   // variants of `kernel_source` for `plan`. Not collective, but every rank must compile the same.
   // Which GEMM kernel suits the GPU: SelectGemm (runtime/cuda/gemm_kernels.h).

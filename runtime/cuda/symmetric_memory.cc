@@ -8,6 +8,17 @@
 
 namespace syncopate::cuda {
 
+SymmetricHeap::SymmetricHeap(const Context& context, NodeRendezvous& rendezvous,
+                             std::vector<int> members, int world_size)
+    : context_(context),
+      rendezvous_(rendezvous),
+      members_(std::move(members)),
+      world_size_(world_size > 0 ? world_size : rendezvous.world_size()) {
+  if (members_.empty()) {
+    for (int r = 0; r < rendezvous.world_size(); ++r) members_.push_back(r);
+  }
+}
+
 absl::StatusOr<SymmetricBuffer*> SymmetricHeap::Allocate(const std::string& name, size_t bytes) {
   if (buffers_.count(name)) {
     return absl::AlreadyExistsError(absl::StrCat("symmetric buffer '", name, "' already exists"));
@@ -30,12 +41,13 @@ absl::StatusOr<SymmetricBuffer*> SymmetricHeap::Allocate(const std::string& name
   int raw_fd = fd.get();
   ASSIGN_OR_RETURN(std::vector<PeerMessage> all,
                    rendezvous_.AllGather(mine, std::span<const int>(&raw_fd, 1)));
-  for (int r = 0; r < world_size(); ++r) {
+  for (int index = 0; index < static_cast<int>(members_.size()); ++index) {
+    const int r = members_[index];
     if (r == rank()) continue;
-    std::vector<std::string> parts = absl::StrSplit(all[r].bytes, '\n');
+    std::vector<std::string> parts = absl::StrSplit(all[index].bytes, '\n');
     size_t requested = 0, rounded = 0;
     if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &requested) ||
-        !absl::SimpleAtoi(parts[2], &rounded) || all[r].fds.size() != 1) {
+        !absl::SimpleAtoi(parts[2], &rounded) || all[index].fds.size() != 1) {
       return absl::DataLossError(
           absl::StrCat("malformed symmetric allocation message from rank ", r));
     }
@@ -45,7 +57,7 @@ absl::StatusOr<SymmetricBuffer*> SymmetricHeap::Allocate(const std::string& name
           " bytes) but rank ", r, " allocates '", parts[0], "' (", requested, " bytes)"));
     }
     absl::StatusOr<VmmAllocation> mapped =
-        VmmAllocation::Import(api, context_.device(), all[r].fds[0].get(), rounded);
+        VmmAllocation::Import(api, context_.device(), all[index].fds[0].get(), rounded);
     if (!mapped.ok()) {
       return absl::Status(mapped.status().code(),
                           absl::StrCat("mapping rank ", r, "'s symmetric buffer '", name,

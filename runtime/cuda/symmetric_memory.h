@@ -6,6 +6,10 @@
 // Allocation is collective: every rank calls Allocate with the same name and size, in the same
 // order; a mismatch is an error naming the rank that differs.
 //
+// Ranks are global (the plan's): in a group spanning nodes the rendezvous connects only this
+// node's ranks, `members` maps its indices to global ranks, and a buffer's pointer for a rank on
+// another node is 0 (no device can address it; the inter-node proxy carries those chunks).
+//
 // Thread-safety: a SymmetricHeap is used by one thread at a time.
 #pragma once
 
@@ -28,7 +32,8 @@ class SymmetricBuffer {
   const std::string& name() const { return name_; }
   size_t size() const { return bytes_; }
   CUdeviceptr local() const { return ptrs_[rank_]; }
-  // Rank r's buffer as mapped in this process (local() for r == this rank).
+  // Rank r's buffer as mapped in this process (local() for r == this rank; 0 for a rank on
+  // another node).
   CUdeviceptr peer(int r) const { return ptrs_[r]; }
   const std::vector<CUdeviceptr>& all() const { return ptrs_; }
 
@@ -37,15 +42,17 @@ class SymmetricBuffer {
   std::string name_;
   size_t bytes_ = 0;
   int rank_ = 0;
-  std::vector<VmmAllocation> mappings_;  // index = rank
+  std::vector<VmmAllocation> mappings_;  // index = global rank
   std::vector<CUdeviceptr> ptrs_;
 };
 
 class SymmetricHeap {
  public:
   // `context` must outlive the heap; `rendezvous` is shared with other users of the group.
-  SymmetricHeap(const Context& context, NodeRendezvous& rendezvous)
-      : context_(context), rendezvous_(rendezvous) {}
+  // `members`: the global rank of each rendezvous index (empty: the identity, every rank of
+  // `world_size` on this node; world_size 0: the rendezvous' world).
+  SymmetricHeap(const Context& context, NodeRendezvous& rendezvous, std::vector<int> members = {},
+                int world_size = 0);
 
   // Collective. Returns the buffer (owned by the heap, valid until the heap dies). Size is rounded
   // up to the allocation granularity; contents are not initialised.
@@ -53,12 +60,15 @@ class SymmetricHeap {
   // nullptr when no buffer of that name was allocated.
   SymmetricBuffer* Find(const std::string& name) const;
 
-  int rank() const { return rendezvous_.rank(); }
-  int world_size() const { return rendezvous_.world_size(); }
+  // Global rank and world size.
+  int rank() const { return members_[rendezvous_.rank()]; }
+  int world_size() const { return world_size_; }
 
  private:
   const Context& context_;
   NodeRendezvous& rendezvous_;
+  std::vector<int> members_;  // rendezvous index -> global rank
+  int world_size_ = 0;
   std::map<std::string, std::unique_ptr<SymmetricBuffer>> buffers_;
 };
 

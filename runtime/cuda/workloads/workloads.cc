@@ -70,6 +70,9 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   go.group_id = c.group_id;
   go.rank = c.rank;
   go.world_size = c.world;
+  if (c.ranks_per_node > 0) {
+    for (int r = 0; r < c.world; ++r) go.nodes.push_back(r / c.ranks_per_node);
+  }
   ASSIGN_OR_RETURN(s.rt, OverlapRuntime::Join(go, s.cache.get()));
   plan::TemplateParams tp;
   tp.world_size = c.world;
@@ -77,6 +80,7 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   tp.dtype = c.dtype;
   tp.axis = 0;
   tp.chunks_per_shard = c.chunks;
+  tp.ranks_per_node = c.ranks_per_node;
   ASSIGN_OR_RETURN(s.plan, plan::BuildTemplate(c.plan_template, tp));
   const int cc = s.rt->group().context().compute_capability();
   if (c.wgmma && cc != 90) {
@@ -107,6 +111,11 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
   lo.backend = c.backend;
   lo.timeout = c.timeout;
   std::unique_ptr<cuda::LaunchGraph> graph;
+  std::unique_ptr<Launcher> launcher;
+  if (c.launcher) {
+    if (c.graph) return absl::InvalidArgumentError("a custom launcher does not replay graphs");
+    ASSIGN_OR_RETURN(launcher, c.launcher(*s.rt, bound));
+  }
   if (c.graph) {
     ASSIGN_OR_RETURN(graph, s.rt->CaptureGraph(bound, lo));
   }
@@ -114,12 +123,15 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
     RETURN_IF_ERROR(refill(i));
     if (graph) {
       RETURN_IF_ERROR(graph->Replay(s.stream.get()));
+    } else if (launcher) {
+      RETURN_IF_ERROR(launcher->Launch(s.stream.get(), lo));
     } else {
       RETURN_IF_ERROR(s.rt->Launch(bound, s.stream.get(), lo));
     }
     const bool checked = (i + 1) % c.check_every == 0 || i + 1 == c.launches;
     if (checked) {
-      absl::Status synced = s.rt->Sync(s.stream.get());
+      absl::Status synced =
+          launcher ? launcher->Sync(s.stream.get()) : s.rt->Sync(s.stream.get());
       if (!synced.ok()) {
         return absl::Status(synced.code(), absl::StrCat("launch ", i, ": ", synced.message()));
       }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,18 @@
 #include "runtime/plan/plan.h"
 
 namespace syncopate::workloads {
+
+// How a workload launches and waits for its bound kernel. The default is the OverlapRuntime's
+// own Launch/Sync; a group spanning nodes plugs in the inter-node kernel
+// (runtime/cuda/inter_node_kernel.h), which this library does not link.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual absl::Status Launch(CUstream stream, const cuda::LaunchOptions& options) = 0;
+  virtual absl::Status Sync(CUstream stream) = 0;
+};
+using LauncherFactory = std::function<absl::StatusOr<std::unique_ptr<Launcher>>(
+    cuda::OverlapRuntime&, cuda::BoundKernel&)>;
 
 struct WorkloadConfig {
   std::string group_id;
@@ -46,6 +59,11 @@ struct WorkloadConfig {
   // naming why: the run checks the fetched binary end to end.
   std::function<jit::KernelFetcher(const plan::Plan&, const jit::KernelSpec&, std::string_view)>
       fetcher;
+  // > 0: ranks [n * ranks_per_node, (n + 1) * ranks_per_node) play node n (GroupOptions::nodes
+  // and the two-level templates' ranks_per_node); launches need a `launcher` that carries the
+  // inter-node chunks.
+  int ranks_per_node = 0;
+  LauncherFactory launcher;  // empty: the runtime's own Launch/Sync (not with graph)
 };
 
 absl::Status RunAllGatherGemm(const WorkloadConfig& config);

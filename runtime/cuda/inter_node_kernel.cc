@@ -1,0 +1,92 @@
+// Launches of a fused kernel spanning nodes; see inter_node_kernel.h.
+#include "runtime/cuda/inter_node_kernel.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace syncopate::cuda {
+
+absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
+    OverlapRuntime& runtime, BoundKernel& bound, ucx::Bootstrap& bootstrap,
+    const InterNodeOptions& options) {
+  Group& group = runtime.group();
+  const plan::Plan& plan = bound.kernel().plan();
+  const int me = group.rank();
+  if (bootstrap.world_size() != group.world_size() || bootstrap.rank() != me) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bootstrap is rank ", bootstrap.rank(), " of ", bootstrap.world_size(), ", the group rank ",
+        me, " of ", group.world_size()));
+  }
+  std::unique_ptr<InterNodeKernel> k(new InterNodeKernel(runtime, bound));
+  k->options_ = options;
+  std::map<std::string, CUdeviceptr> addresses;
+  for (const auto& [buffer, per_rank] : bound.buffer_addresses()) addresses[buffer] = per_rank[me];
+  std::map<int, int> ready_chunk;
+  const jit::LaunchMetadata& md = bound.kernel().metadata();
+  if (me < static_cast<int>(md.outgoing_transfers.size())) {
+    const std::vector<int>& outgoing = md.outgoing_transfers[me];
+    for (size_t c = 0; c < outgoing.size(); ++c) ready_chunk[outgoing[c]] = static_cast<int>(c);
+  }
+  ASSIGN_OR_RETURN(k->transport_, ucx::UcxTransport::Create(options.transport));
+  ASSIGN_OR_RETURN(k->device_, ProxyDeviceSide::Create(group, plan, std::move(addresses),
+                                                       std::move(ready_chunk)));
+  ucx::ExecutorOptions eo;
+  eo.run_intra_node = false;  // the device backends own every intra-node chunk
+  eo.transfer_timeout = options.transfer_timeout;
+  eo.device = k->device_.get();
+  ASSIGN_OR_RETURN(k->executor_,
+                   ucx::PlanExecutor::Create(plan, me, group.nodes(), k->transport_.get(), eo,
+                                             k->device_->host_buffers()));
+  ASSIGN_OR_RETURN(k->launch_start_, Event::Create(group.api()));
+  RETURN_IF_ERROR(k->transport_->Connect(bootstrap, absl::Now() + options.connect_timeout));
+  return k;
+}
+
+InterNodeKernel::~InterNodeKernel() {
+  absl::Status s = Shutdown();
+  if (!s.ok()) spdlog::warn("inter-node kernel shutdown: {}", s.ToString());
+}
+
+absl::Status InterNodeKernel::JoinProxy() {
+  if (!proxy_.joinable()) return absl::OkStatus();
+  proxy_.join();
+  return proxy_status_;
+}
+
+absl::Status InterNodeKernel::Launch(CUstream stream, const LaunchOptions& options) {
+  if (executor_ == nullptr) return absl::FailedPreconditionError("inter-node kernel is shut down");
+  // One proxy epoch at a time: the previous one ends once its chunks left and arrived.
+  RETURN_IF_ERROR(JoinProxy());
+  Group& group = runtime_.group();
+  RETURN_IF_ERROR(group.context().MakeCurrent());
+  RETURN_IF_ERROR(launch_start_.Record(stream));
+  RETURN_IF_ERROR(device_->BeginEpoch(launch_start_.get()));
+  RETURN_IF_ERROR(runtime_.Launch(bound_, stream, options));
+  const uint64_t epoch = group.epoch();
+  proxy_status_ = absl::OkStatus();
+  proxy_ = std::thread([this, epoch] { proxy_status_ = executor_->Execute(epoch); });
+  return absl::OkStatus();
+}
+
+absl::Status InterNodeKernel::Sync(CUstream stream) {
+  absl::Status launch = runtime_.Sync(stream);
+  absl::Status proxy = JoinProxy();
+  if (proxy.ok()) return launch;
+  if (launch.ok()) return proxy;
+  return absl::Status(proxy.code(), absl::StrCat(proxy.message(), " (and the launch: ",
+                                                 launch.message(), ")"));
+}
+
+absl::Status InterNodeKernel::Shutdown() {
+  (void)JoinProxy();  // a failed epoch was reported by Sync
+  proxy_status_ = absl::OkStatus();
+  executor_.reset();
+  absl::Status down = transport_ != nullptr ? transport_->Shutdown() : absl::OkStatus();
+  // Pinned host buffers go only after the transport released its registrations of them.
+  transport_.reset();
+  device_.reset();
+  return down;
+}
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,163 @@
+// Fused AllGather+GEMM over 2 "nodes" x 2 ranks (4 rank processes on the one GPU): the group
+// spans nodes (GroupOptions::nodes), the compiler leaves the inter-node chunks to the proxy, and
+// InterNodeKernel carries them over UCX (tcp, Debian's host-only build: staged through pinned
+// host memory), setting the same signal words the tiles wait on. Every launch gets fresh inputs
+// and poisoned peer rows, and the gathered A and C are checked element by element against the
+// fp32 reference. A rank that dies before its launch is reported by the others within a bound.
+// LABEL gpu; skips without a GPU. The UCX bootstrap is a TCP hub rank 0 runs
+// (runtime/ucx/forked_bootstrap.h).
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/inter_node_kernel.h"
+#include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/cuda/workloads/workloads.h"
+#include "runtime/ucx/forked_bootstrap.h"
+#include "runtime/ucx/tcp_bootstrap.h"
+#include "tests/cuda/gpu_test_env.h"
+
+namespace syncopate::cuda {
+namespace {
+
+constexpr int kWorld = 4;
+constexpr int kRanksPerNode = 2;
+constexpr absl::Duration kBootstrapTimeout = absl::Seconds(60);
+
+// The workload's launcher: InterNodeKernel over a UCX transport bootstrapped through the TCP hub.
+// `die_at_launch`: this rank's process exits at that launch (fault injection).
+class ProxyLauncher : public workloads::Launcher {
+ public:
+  static absl::StatusOr<std::unique_ptr<workloads::Launcher>> Create(
+      OverlapRuntime& rt, BoundKernel& bound, const ucx::ForkedBootstrap& forked,
+      absl::Duration transfer_timeout, int die_at_launch, int expected_inter_node_chunks) {
+    auto l = std::unique_ptr<ProxyLauncher>(new ProxyLauncher);
+    l->die_at_launch_ = die_at_launch;
+    ASSIGN_OR_RETURN(l->bootstrap_, forked.Join(rt.rank(), rt.world_size(),
+                                                absl::Now() + kBootstrapTimeout, l->hub_));
+    InterNodeOptions o;
+    o.transport.name = absl::StrCat("internode", rt.rank());
+    o.transport.ucx_config = {{"TLS", "tcp"}};
+    o.transfer_timeout = transfer_timeout;
+    ASSIGN_OR_RETURN(l->kernel_, InterNodeKernel::Create(rt, bound, *l->bootstrap_, o));
+    // allgather.two_level: a rank's own shard goes to the same local index on the other node,
+    // and it receives that rank's shard, chunk by chunk; nothing else crosses nodes.
+    const int chunks = expected_inter_node_chunks;
+    if (l->kernel_->num_inter_node_sends() != chunks ||
+        l->kernel_->num_inter_node_receives() != chunks) {
+      return absl::InternalError(absl::StrCat(
+          "rank ", rt.rank(), " carries ", l->kernel_->num_inter_node_sends(), " sends and ",
+          l->kernel_->num_inter_node_receives(), " receives between nodes, expected ", chunks,
+          " each"));
+    }
+    return l;
+  }
+  ~ProxyLauncher() override {
+    if (kernel_ == nullptr) return;
+    if (failed_) {  // peers are failing too; no barrier would complete
+      (void)kernel_->Shutdown();
+      return;
+    }
+    // Nobody closes endpoints while a peer may still run its last epoch, and nobody exits while
+    // a peer still closes its endpoints.
+    (void)bootstrap_->Barrier(absl::Now() + kBootstrapTimeout);
+    (void)kernel_->Shutdown();
+    (void)bootstrap_->Barrier(absl::Now() + kBootstrapTimeout);
+  }
+  absl::Status Launch(CUstream stream, const LaunchOptions& options) override {
+    if (launches_++ == die_at_launch_) _exit(3);
+    return Note(kernel_->Launch(stream, options));
+  }
+  absl::Status Sync(CUstream stream) override { return Note(kernel_->Sync(stream)); }
+
+ private:
+  ProxyLauncher() = default;
+  absl::Status Note(absl::Status s) {
+    failed_ |= !s.ok();
+    return s;
+  }
+  std::unique_ptr<ucx::TcpBootstrapHub> hub_;  // rank 0 only; outlives the bootstrap
+  std::unique_ptr<ucx::TcpBootstrap> bootstrap_;
+  std::unique_ptr<InterNodeKernel> kernel_;
+  int launches_ = 0;
+  int die_at_launch_ = -1;
+  bool failed_ = false;
+};
+
+uint64_t FreshSeed() {
+  static std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::vector<absl::Status> RunTwoNodes(Backend backend, int launches, int dying_rank,
+                                      absl::Duration timeout) {
+  absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
+  if (!forked.ok()) return std::vector<absl::Status>(kWorld, forked.status());
+  workloads::WorkloadConfig base;
+  base.group_id = workloads::UniqueGroupId("in");
+  base.world = kWorld;
+  base.ranks_per_node = kRanksPerNode;
+  base.dtype = plan::DType::kBF16;
+  base.backend = backend;
+  base.plan_template = "allgather.two_level";
+  base.chunks = 2;
+  base.m = 512, base.n = 256, base.k = 128;
+  base.launches = launches;
+  base.seed = FreshSeed();
+  base.timeout = timeout;
+  return workloads::RunRanks(kWorld, absl::Seconds(300), [&](int r) {
+    workloads::WorkloadConfig c = base;
+    c.rank = r;
+    const int die = r == dying_rank ? 0 : -1;
+    c.launcher = [&, die](OverlapRuntime& rt, BoundKernel& bound) {
+      return ProxyLauncher::Create(rt, bound, *forked, timeout, die, c.chunks);
+    };
+    return workloads::RunAllGatherGemm(c);
+  });
+}
+
+class InterNodeFusedTest : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(InterNodeFusedTest, AllGatherGemmOverTwoNodesMatchesReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  std::vector<absl::Status> results =
+      RunTwoNodes(GetParam(), /*launches=*/4, /*dying_rank=*/-1, absl::Seconds(20));
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(results[r].ok()) << BackendName(GetParam()) << " rank " << r << ": "
+                                 << results[r];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, InterNodeFusedTest,
+                         ::testing::Values(Backend::kCopyEngine, Backend::kSm),
+                         [](const auto& info) { return std::string(BackendName(info.param)); });
+
+// Rank 1 (node 0) exits before its first launch. Its node peer waits for it on the device, rank 3
+// (node 1, same local index) waits for its chunk over UCX; the others wait for what those two
+// never forward. Every survivor fails within the bound, and the dead rank is named by at least
+// one of them (the ones that waited for it directly; see FusedTimeoutTest for why not all).
+TEST(InterNodeFaultTest, DeadRankIsNamedWithinTheDeadline) {
+  SYNCOPATE_REQUIRE_GPU();
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> results =
+      RunTwoNodes(Backend::kCopyEngine, /*launches=*/2, /*dying_rank=*/1, absl::Seconds(2));
+  EXPECT_FALSE(results[1].ok());  // its process exited with 3
+  int named = 0;
+  for (int r : {0, 2, 3}) {
+    EXPECT_FALSE(results[r].ok()) << "rank " << r << " succeeded without rank 1";
+    const bool names_dead = absl::StrContains(results[r].message(), "rank 1");
+    named += names_dead;
+    if (!names_dead) {
+      EXPECT_TRUE(absl::StrContains(results[r].message(), "rank ")) << results[r];
+    }
+  }
+  EXPECT_GE(named, 1) << results[0] << " / " << results[2] << " / " << results[3];
+  EXPECT_LT(absl::Now() - start, absl::Seconds(200));
+}
+
+}  // namespace
+}  // namespace syncopate::cuda
