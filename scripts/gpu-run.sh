@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
 targets=(cuda_unit_test cuda_gpu_test gpu_overlap_bench staged_ucx_bench syncopated
-         control_plane_bench syncopate syncopate_tp_bench)
+         control_plane_bench syncopate syncopate_tp_bench inter_node_bench)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
@@ -15,4 +15,4 @@ rm -rf .device/bin
   "$build/tests/cuda/cuda_gpu_test" "$build/runtime/cuda/gpu_overlap_bench" \
   "$build/runtime/cuda/staged_ucx_bench" "$build/server/syncopated" \
   "$build/server/control_plane_bench" "$build/client/cli/syncopate" \
-  "$build/bench/multigpu/syncopate_tp_bench"
+  "$build/bench/multigpu/syncopate_tp_bench" "$build/runtime/cuda/inter_node_bench"

@@ -6,8 +6,6 @@
 // fp32 reference. A rank that dies before its launch is reported by the others within a bound.
 // LABEL gpu; skips without a GPU. The UCX bootstrap is a TCP hub rank 0 runs
 // (runtime/ucx/forked_bootstrap.h).
-#include <unistd.h>
-
 #include <random>
 
 #include "absl/strings/match.h"
@@ -15,10 +13,10 @@
 #include "gtest/gtest.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/inter_node_kernel.h"
+#include "runtime/cuda/workloads/proxy_launcher.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/workloads.h"
 #include "runtime/ucx/forked_bootstrap.h"
-#include "runtime/ucx/tcp_bootstrap.h"
 #include "tests/cuda/gpu_test_env.h"
 
 namespace syncopate::cuda {
@@ -26,67 +24,23 @@ namespace {
 
 constexpr int kWorld = 4;
 constexpr int kRanksPerNode = 2;
-constexpr absl::Duration kBootstrapTimeout = absl::Seconds(60);
 
-// The workload's launcher: InterNodeKernel over a UCX transport bootstrapped through the TCP hub.
-// `die_at_launch`: this rank's process exits at that launch (fault injection).
-class ProxyLauncher : public workloads::Launcher {
- public:
-  static absl::StatusOr<std::unique_ptr<workloads::Launcher>> Create(
-      OverlapRuntime& rt, BoundKernel& bound, const ucx::ForkedBootstrap& forked,
-      absl::Duration transfer_timeout, int die_at_launch, int expected_inter_node_chunks) {
-    auto l = std::unique_ptr<ProxyLauncher>(new ProxyLauncher);
-    l->die_at_launch_ = die_at_launch;
-    ASSIGN_OR_RETURN(l->bootstrap_, forked.Join(rt.rank(), rt.world_size(),
-                                                absl::Now() + kBootstrapTimeout, l->hub_));
-    InterNodeOptions o;
-    o.transport.name = absl::StrCat("internode", rt.rank());
-    o.transport.ucx_config = {{"TLS", "tcp"}};
-    o.transfer_timeout = transfer_timeout;
-    ASSIGN_OR_RETURN(l->kernel_, InterNodeKernel::Create(rt, bound, *l->bootstrap_, o));
-    // allgather.two_level: a rank's own shard goes to the same local index on the other node,
-    // and it receives that rank's shard, chunk by chunk; nothing else crosses nodes.
-    const int chunks = expected_inter_node_chunks;
-    if (l->kernel_->num_inter_node_sends() != chunks ||
-        l->kernel_->num_inter_node_receives() != chunks) {
-      return absl::InternalError(absl::StrCat(
-          "rank ", rt.rank(), " carries ", l->kernel_->num_inter_node_sends(), " sends and ",
-          l->kernel_->num_inter_node_receives(), " receives between nodes, expected ", chunks,
-          " each"));
-    }
-    return l;
+// allgather.two_level: a rank's own shard goes to the same local index on the other node, and it
+// receives that rank's shard, chunk by chunk; nothing else crosses nodes.
+absl::StatusOr<std::unique_ptr<workloads::Launcher>> CheckedProxyLauncher(
+    OverlapRuntime& rt, BoundKernel& bound, const ucx::ForkedBootstrap& forked,
+    const workloads::ProxyLauncherOptions& options, int chunks) {
+  ASSIGN_OR_RETURN(std::unique_ptr<workloads::ProxyLauncher> l,
+                   workloads::ProxyLauncher::Create(rt, bound, forked, options));
+  const InterNodeKernel& k = l->kernel();
+  if (k.num_inter_node_sends() != chunks || k.num_inter_node_receives() != chunks) {
+    return absl::InternalError(absl::StrCat("rank ", rt.rank(), " carries ",
+                                            k.num_inter_node_sends(), " sends and ",
+                                            k.num_inter_node_receives(),
+                                            " receives between nodes, expected ", chunks, " each"));
   }
-  ~ProxyLauncher() override {
-    if (kernel_ == nullptr) return;
-    if (failed_) {  // peers are failing too; no barrier would complete
-      (void)kernel_->Shutdown();
-      return;
-    }
-    // Nobody closes endpoints while a peer may still run its last epoch, and nobody exits while
-    // a peer still closes its endpoints.
-    (void)bootstrap_->Barrier(absl::Now() + kBootstrapTimeout);
-    (void)kernel_->Shutdown();
-    (void)bootstrap_->Barrier(absl::Now() + kBootstrapTimeout);
-  }
-  absl::Status Launch(CUstream stream, const LaunchOptions& options) override {
-    if (launches_++ == die_at_launch_) _exit(3);
-    return Note(kernel_->Launch(stream, options));
-  }
-  absl::Status Sync(CUstream stream) override { return Note(kernel_->Sync(stream)); }
-
- private:
-  ProxyLauncher() = default;
-  absl::Status Note(absl::Status s) {
-    failed_ |= !s.ok();
-    return s;
-  }
-  std::unique_ptr<ucx::TcpBootstrapHub> hub_;  // rank 0 only; outlives the bootstrap
-  std::unique_ptr<ucx::TcpBootstrap> bootstrap_;
-  std::unique_ptr<InterNodeKernel> kernel_;
-  int launches_ = 0;
-  int die_at_launch_ = -1;
-  bool failed_ = false;
-};
+  return l;
+}
 
 uint64_t FreshSeed() {
   static std::random_device rd;
@@ -112,9 +66,11 @@ std::vector<absl::Status> RunTwoNodes(Backend backend, int launches, int dying_r
   return workloads::RunRanks(kWorld, absl::Seconds(300), [&](int r) {
     workloads::WorkloadConfig c = base;
     c.rank = r;
-    const int die = r == dying_rank ? 0 : -1;
-    c.launcher = [&, die](OverlapRuntime& rt, BoundKernel& bound) {
-      return ProxyLauncher::Create(rt, bound, *forked, timeout, die, c.chunks);
+    workloads::ProxyLauncherOptions o;
+    o.transfer_timeout = timeout;
+    o.die_at_launch = r == dying_rank ? 0 : -1;
+    c.launcher = [&forked, o, chunks = c.chunks](OverlapRuntime& rt, BoundKernel& bound) {
+      return CheckedProxyLauncher(rt, bound, *forked, o, chunks);
     };
     return workloads::RunAllGatherGemm(c);
   });

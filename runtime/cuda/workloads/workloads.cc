@@ -70,7 +70,7 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   go.group_id = c.group_id;
   go.rank = c.rank;
   go.world_size = c.world;
-  if (c.ranks_per_node > 0) {
+  if (c.ranks_per_node > 0 && c.span_nodes) {
     for (int r = 0; r < c.world; ++r) go.nodes.push_back(r / c.ranks_per_node);
   }
   ASSIGN_OR_RETURN(s.rt, OverlapRuntime::Join(go, s.cache.get()));

@@ -63,6 +63,9 @@ struct WorkloadConfig {
   // and the two-level templates' ranks_per_node); launches need a `launcher` that carries the
   // inter-node chunks.
   int ranks_per_node = 0;
+  // false: the template is still two-level, but the group stays on one node (the baseline the
+  // inter-node benchmark compares with).
+  bool span_nodes = true;
   LauncherFactory launcher;  // empty: the runtime's own Launch/Sync (not with graph)
 };
 
