@@ -27,6 +27,7 @@ step demo "$bin/syncopate" demo --quiet-timeline --cache-dir="$out/demo-cache"
 if [[ -z ${SKIP_BENCH:-} ]]; then
   step gpu_overlap_bench "$bin/gpu_overlap_bench"
   step staged_ucx_bench "$bin/staged_ucx_bench"
+  step inter_node_bench "$bin/inter_node_bench"
   step control_plane_bench "$bin/control_plane_bench" --rounds=3000 --seconds=5 \
     --syncopated="$bin/syncopated"
 fi

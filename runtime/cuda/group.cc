@@ -93,11 +93,20 @@ absl::Status Group::Init() {
   const bool multi_node = static_cast<int>(members.size()) != world_size();
   const std::string rendezvous_id =
       multi_node ? absl::StrCat(options_.group_id, ".node", nodes_[rank()]) : options_.group_id;
-  ASSIGN_OR_RETURN(rendezvous_,
-                   NodeRendezvous::Connect({rendezvous_id, index,
-                                            static_cast<int>(members.size()),
-                                            options_.rendezvous_dir,
-                                            options_.rendezvous_timeout}));
+  absl::StatusOr<std::unique_ptr<NodeRendezvous>> connected = NodeRendezvous::Connect(
+      {rendezvous_id, index, static_cast<int>(members.size()), options_.rendezvous_dir,
+       options_.rendezvous_timeout});
+  if (!connected.ok() && multi_node) {
+    // The rendezvous numbers this node's ranks from 0: say which global rank each number is.
+    std::vector<std::string> legend;
+    for (size_t i = 0; i < members.size(); ++i) legend.push_back(absl::StrCat(i, " = rank ", members[i]));
+    return absl::Status(connected.status().code(),
+                        absl::StrCat(connected.status().message(), " (node ", nodes_[rank()],
+                                     "'s rendezvous numbers its ranks: ",
+                                     absl::StrJoin(legend, ", "), ")"));
+  }
+  if (!connected.ok()) return connected.status();
+  rendezvous_ = *std::move(connected);
   heap_ = std::make_unique<SymmetricHeap>(context_, *rendezvous_, members, world_size());
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));

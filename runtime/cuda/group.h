@@ -142,6 +142,11 @@ class Group {
   // word of outgoing chunk `index`: what the inter-node proxy waits on and writes.
   CUdeviceptr signal_word(int owner, int index) const { return SignalWord(owner, index); }
   CUdeviceptr chunk_ready_word(int index) const { return ChunkReadyWord(index); }
+  // Whether Sync() gave up on a launch and unblocked its streams: the words it wrote to do so
+  // hold the epoch without their data, so nobody may act on them from then on. Any thread.
+  bool abort_raised() const {
+    return static_cast<const volatile HostWords*>(host_words_.host())->abort_flag != 0;
+  }
   CUdeviceptr peer_signal_table() const { return peer_signal_table_.get(); }
 
   // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.

@@ -39,6 +39,11 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
                    ucx::PlanExecutor::Create(plan, me, group.nodes(), k->transport_.get(), eo,
                                              k->device_->host_buffers()));
   ASSIGN_OR_RETURN(k->launch_start_, Event::Create(group.api()));
+  ASSIGN_OR_RETURN(k->epoch_done_, DeviceBuffer::Allocate(group.api(), sizeof(uint32_t)));
+  ASSIGN_OR_RETURN(k->signal_stream_, Stream::Create(group.api()));
+  CU_RETURN_IF_ERROR(group.api().cuMemsetD32Async(k->epoch_done_.get(), group.epoch(), 1,
+                                                  k->signal_stream_.get()));
+  RETURN_IF_ERROR(k->signal_stream_.Synchronize());
   RETURN_IF_ERROR(k->transport_->Connect(bootstrap, absl::Now() + options.connect_timeout));
   return k;
 }
@@ -56,8 +61,17 @@ absl::Status InterNodeKernel::JoinProxy() {
 
 absl::Status InterNodeKernel::Launch(CUstream stream, const LaunchOptions& options) {
   if (executor_ == nullptr) return absl::FailedPreconditionError("inter-node kernel is shut down");
+  if (broken_) {
+    return absl::FailedPreconditionError(
+        "inter-node kernel is broken after a failed epoch (its ranks are out of step)");
+  }
   // One proxy epoch at a time: the previous one ends once its chunks left and arrived.
-  RETURN_IF_ERROR(JoinProxy());
+  if (absl::Status previous = JoinProxy(); !previous.ok()) {
+    broken_ = true;
+    // The group diagnoses and unblocks its streams too (bounded), so nothing stays queued.
+    (void)runtime_.Sync(stream);
+    return previous;
+  }
   Group& group = runtime_.group();
   RETURN_IF_ERROR(group.context().MakeCurrent());
   RETURN_IF_ERROR(launch_start_.Record(stream));
@@ -65,13 +79,29 @@ absl::Status InterNodeKernel::Launch(CUstream stream, const LaunchOptions& optio
   RETURN_IF_ERROR(runtime_.Launch(bound_, stream, options));
   const uint64_t epoch = group.epoch();
   proxy_status_ = absl::OkStatus();
-  proxy_ = std::thread([this, epoch] { proxy_status_ = executor_->Execute(epoch); });
+  CU_RETURN_IF_ERROR(group.api().cuStreamWaitValue32(stream, epoch_done_.get(),
+                                                     static_cast<uint32_t>(epoch),
+                                                     CU_STREAM_WAIT_VALUE_GEQ));
+  proxy_ = std::thread([this, epoch] {
+    proxy_status_ = executor_->Execute(epoch);
+    // Also after a failure: the launch stream must never stay blocked on this word.
+    Group& g = runtime_.group();
+    absl::Status released = g.context().MakeCurrent();
+    if (released.ok()) {
+      CUresult r = g.api().cuStreamWriteValue32(signal_stream_.get(), epoch_done_.get(),
+                                                static_cast<uint32_t>(epoch),
+                                                CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (r != CUDA_SUCCESS) released = CuError(r, "cuStreamWriteValue32(epoch done)", __FILE__, __LINE__);
+    }
+    if (!released.ok() && proxy_status_.ok()) proxy_status_ = released;
+  });
   return absl::OkStatus();
 }
 
 absl::Status InterNodeKernel::Sync(CUstream stream) {
   absl::Status launch = runtime_.Sync(stream);
   absl::Status proxy = JoinProxy();
+  if (!proxy.ok() || !launch.ok()) broken_ = true;
   if (proxy.ok()) return launch;
   if (launch.ok()) return proxy;
   return absl::Status(proxy.code(), absl::StrCat(proxy.message(), " (and the launch: ",
@@ -82,6 +112,8 @@ absl::Status InterNodeKernel::Shutdown() {
   (void)JoinProxy();  // a failed epoch was reported by Sync
   proxy_status_ = absl::OkStatus();
   executor_.reset();
+  // Freeing the pinned buffers needs the context current on this thread.
+  if (device_ != nullptr) (void)runtime_.group().context().MakeCurrent();
   absl::Status down = transport_ != nullptr ? transport_->Shutdown() : absl::OkStatus();
   // Pinned host buffers go only after the transport released its registrations of them.
   transport_.reset();

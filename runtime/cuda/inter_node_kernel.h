@@ -15,9 +15,16 @@
 //
 // Per launch e: the previous epoch's proxy work is joined, the group launches e on the stream,
 // and a proxy thread runs the executor's epoch e (sends: fetch from the device once the kernel
-// published the chunk, put with signal; receives: deliver to the device). Sync() waits for both
-// and reports the proxy's error first (it names the remote peer; the kernel's own timeout would
-// only name the chunk that never came).
+// published the chunk, put with signal; receives: deliver to the device). The stream then waits
+// for a word the proxy thread writes when epoch e ends (also when it fails), so whatever the
+// caller queues after the launch (refilling inputs, the next kernel) cannot overwrite a source
+// before the proxy copied it out. Sync() waits for both and reports the proxy's error first (it
+// names the remote peer; the kernel's own timeout would only name the chunk that never came).
+// A failed epoch breaks the kernel: later launches fail with FailedPrecondition, as the group's.
+//
+// Deadlines: LaunchOptions::timeout bounds the kernel's waits, InterNodeOptions::
+// transfer_timeout each proxy wait; a chunk that crosses nodes must arrive within the former,
+// so keep it at least as long as the latter.
 //
 // Thread-safety: one thread at a time, like OverlapRuntime; the proxy thread is internal.
 #pragma once
@@ -77,6 +84,9 @@ class InterNodeKernel {
   std::unique_ptr<ProxyDeviceSide> device_;
   std::unique_ptr<ucx::PlanExecutor> executor_;
   Event launch_start_;  // recorded on the launch stream right before each launch
+  DeviceBuffer epoch_done_;  // u32: the last proxy epoch that ended; the launch stream waits on it
+  Stream signal_stream_;     // writes epoch_done_ (never blocked)
+  bool broken_ = false;
   std::thread proxy_;
   absl::Status proxy_status_;
 };

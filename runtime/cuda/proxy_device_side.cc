@@ -55,29 +55,56 @@ absl::StatusOr<CUdeviceptr> ProxyDeviceSide::Address(const std::string& buffer,
 }
 
 absl::Status ProxyDeviceSide::AwaitEvent(CUevent event, absl::Time deadline,
-                                         const std::string& what,
-                                         const std::vector<WaitedWord>& words, uint32_t epoch) {
+                                         const std::string& what) {
   const DriverApi& api = group_.api();
   int sleep_us = 5;
   while (true) {
     const CUresult r = api.cuEventQuery(event);
     if (r == CUDA_SUCCESS) return absl::OkStatus();
     if (r != CUDA_ERROR_NOT_READY) return CuError(r, "cuEventQuery(proxy)", __FILE__, __LINE__);
-    if (absl::Now() > deadline) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": device copies not done by the deadline"));
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min(sleep_us * 2, 500);
   }
-  // Name the word the proxy stream is stuck on (read synchronously: the stream is blocked).
-  for (const WaitedWord& w : words) {
-    uint32_t seen = 0;
-    CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(&seen, w.word, sizeof(seen)));
-    if (static_cast<int32_t>(seen - epoch) < 0) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": ", w.what, " is ", seen,
-                                                      ", expected epoch ", epoch,
+}
+
+absl::Status ProxyDeviceSide::AwaitWords(FetchLane& lane, const std::vector<WaitedWord>& words,
+                                         uint32_t epoch, absl::Time deadline,
+                                         const std::string& what) {
+  const DriverApi& api = group_.api();
+  if (words.empty()) return absl::OkStatus();
+  const size_t bytes = sizeof(uint32_t) * words.size();
+  if (lane.words.size() < bytes) {
+    ASSIGN_OR_RETURN(lane.words, PinnedHostBuffer::Allocate(api, std::max<size_t>(bytes, 256)));
+  }
+  auto* seen = static_cast<volatile uint32_t*>(lane.words.host());
+  int sleep_us = 2;
+  while (true) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(const_cast<uint32_t*>(seen + i), words[i].word,
+                                               sizeof(uint32_t), lane.stream.get()));
+    }
+    CU_RETURN_IF_ERROR(api.cuEventRecord(lane.done.get(), lane.stream.get()));
+    RETURN_IF_ERROR(AwaitEvent(lane.done.get(), deadline, what));
+    // After the read: Unblock raises the flag before it forces the words to the epoch.
+    if (group_.abort_raised()) {
+      return absl::AbortedError(absl::StrCat(what, ": the launch was aborted (its words were "
+                                                   "forced to the epoch without their data)"));
+    }
+    size_t pending = 0;
+    while (pending < words.size() && static_cast<int32_t>(seen[pending] - epoch) >= 0) ++pending;
+    if (pending == words.size()) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": ", words[pending].what, " is ",
+                                                      seen[pending], ", expected epoch ", epoch,
                                                       " by the deadline"));
     }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, 200);
   }
-  return absl::DeadlineExceededError(absl::StrCat(what, ": device copies not done by the deadline"));
 }
 
 absl::Status ProxyDeviceSide::FetchSource(const plan::Transfer& t,
@@ -125,20 +152,17 @@ absl::Status ProxyDeviceSide::FetchSource(const plan::Transfer& t,
                      absl::StrCat("signal ", d.signal, " on rank ", d.dst_rank(),
                                   " (transfer ", dep, " from rank ", d.src_rank(), ")")});
   }
-  for (const WaitedWord& w : words) {
-    CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, w.word, e32, CU_STREAM_WAIT_VALUE_GEQ));
-  }
+  const std::string what = absl::StrCat("rank ", group_.rank(), " inter-node transfer ", t.id,
+                                        " (chunk ", t.chunk, " to rank ", t.peer, ")");
+  RETURN_IF_ERROR(AwaitWords(*lane, words, e32, deadline,
+                             absl::StrCat(what, " source not ready on the device")));
   ASSIGN_OR_RETURN(CUdeviceptr src, Address(t.src_buffer, t));
   for (const ucx::ByteRange& r : ranges) {
     CU_RETURN_IF_ERROR(
         api.cuMemcpyDtoHAsync(static_cast<char*>(host) + r.offset, src + r.offset, r.length, s));
   }
   CU_RETURN_IF_ERROR(api.cuEventRecord(lane->done.get(), s));
-  return AwaitEvent(lane->done.get(), deadline,
-                    absl::StrCat("rank ", group_.rank(), " inter-node transfer ", t.id,
-                                 " (chunk ", t.chunk, " to rank ", t.peer,
-                                 ") source not ready on the device"),
-                    words, e32);
+  return AwaitEvent(lane->done.get(), deadline, absl::StrCat(what, " copy to the host"));
 }
 
 absl::Status ProxyDeviceSide::Deliver(const plan::Transfer& t, uint64_t epoch,
@@ -165,7 +189,7 @@ absl::Status ProxyDeviceSide::Drain(absl::Time deadline) {
   RETURN_IF_ERROR(group_.context().MakeCurrent());
   CU_RETURN_IF_ERROR(group_.api().cuEventRecord(delivered_.get(), deliver_stream_.get()));
   return AwaitEvent(delivered_.get(), deadline,
-                    absl::StrCat("rank ", group_.rank(), " inter-node deliveries"), {}, 0);
+                    absl::StrCat("rank ", group_.rank(), " inter-node deliveries"));
 }
 
 }  // namespace syncopate::cuda

@@ -2,11 +2,15 @@
 // keeps every intra-node chunk on the device (the kernel, CUDA IPC copies); the UCX plan executor
 // in device mode (runtime/ucx/device_side.h) carries the inter-node ones through pinned host
 // copies of the plan buffers, which this class owns, and asks it to
-//  - fetch a chunk's source: a proxy stream waits (cuStreamWaitValue32, GEQ epoch) for the
-//    kernel's chunk_ready word when the chunk is computed, and for the signal words of its
-//    dependencies on this node, then copies the source ranges device -> host; the calling
-//    thread polls an event against the executor's deadline, so a kernel that never publishes
-//    the chunk turns into an error naming the word, not a hang;
+//  - fetch a chunk's source: the calling thread reads the kernel's chunk_ready word (when the
+//    chunk is computed) and the signal words of its dependencies on this node until they reach
+//    the epoch, then copies the source ranges device -> host on a proxy stream. The words are
+//    polled from the host rather than waited on by the stream: a stream blocked on a peer's word
+//    could only be released by that peer (Group::Unblock writes this rank's words only), and a
+//    dead peer would leave it, and teardown, blocked for good. A kernel that never publishes the
+//    chunk turns into an error naming the word at the executor's deadline; a launch the group
+//    aborted (Group::abort_raised: its words were forced to the epoch) fails the fetch instead
+//    of sending data that was never produced;
 //  - deliver a chunk that landed: host -> device copies, then the chunk's signal word is written
 //    with the epoch on the same stream (the write carries a fence), so the kernel's tile sees the
 //    chunk exactly as if a local backend had delivered it.
@@ -64,6 +68,7 @@ class ProxyDeviceSide : public ucx::DeviceSide {
   struct FetchLane {
     Stream stream;
     Event done;
+    PinnedHostBuffer words;  // readback of the words a fetch waits for
   };
   struct WaitedWord {
     CUdeviceptr word;
@@ -71,10 +76,12 @@ class ProxyDeviceSide : public ucx::DeviceSide {
   };
   ProxyDeviceSide(Group& group, const plan::Plan& plan) : group_(group), plan_(plan) {}
   absl::StatusOr<CUdeviceptr> Address(const std::string& buffer, const plan::Transfer& t) const;
-  // Polls `event` until it completes or `deadline`; on expiry names the first of `words` still
-  // below `epoch`.
-  absl::Status AwaitEvent(CUevent event, absl::Time deadline, const std::string& what,
-                          const std::vector<WaitedWord>& words, uint32_t epoch);
+  // Reads `words` (on `lane`) until each is >= epoch; DeadlineExceeded naming the first that is
+  // not by `deadline`, Aborted once the group aborted the launch.
+  absl::Status AwaitWords(FetchLane& lane, const std::vector<WaitedWord>& words, uint32_t epoch,
+                          absl::Time deadline, const std::string& what);
+  // Polls `event` until it completes or `deadline`.
+  absl::Status AwaitEvent(CUevent event, absl::Time deadline, const std::string& what);
 
   Group& group_;
   const plan::Plan& plan_;
