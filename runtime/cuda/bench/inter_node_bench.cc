@@ -128,6 +128,7 @@ int Main(int argc, char** argv) {
               "%d launches, copy-engine backend, 4 rank processes on one GPU\n",
               static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               chunks, launches);
+  std::fflush(stdout);  // before the rank processes fork, or each prints it again
   absl::Status one = RunCase(false, m, n, k, chunks, launches);
   if (!one.ok()) {
     std::fprintf(stderr, "%s\n", one.ToString().c_str());
