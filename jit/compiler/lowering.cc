@@ -103,25 +103,6 @@ absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
   return slots;
 }
 
-// The map Lower works with: one node id per rank, all 0 when the caller gave none.
-absl::StatusOr<std::vector<int>> NormaliseNodes(const plan::Plan& plan,
-                                                const std::vector<int>& nodes) {
-  if (nodes.empty()) return std::vector<int>(plan.world_size, 0);
-  if (static_cast<int>(nodes.size()) != plan.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan \"", plan.name, "\": node map has ", nodes.size(), " entries for world size ",
-        plan.world_size, " (need one node id per rank, or none)"));
-  }
-  for (size_t r = 0; r < nodes.size(); ++r) {
-    if (nodes[r] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name,
-                                                     "\": node map gives rank ", r, " node ",
-                                                     nodes[r], " (node ids are >= 0)"));
-    }
-  }
-  return nodes;
-}
-
 // "transfer 5 (push, rank 0 on node 0 -> rank 2 on node 1)".
 std::string Route(const plan::Transfer& t, const std::vector<int>& nodes) {
   return absl::StrCat("transfer ", t.id, " (", plan::TransferKindName(t.kind), ", rank ",
@@ -215,7 +196,12 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
     }
   }
 
-  ASSIGN_OR_RETURN(const std::vector<int> nodes, NormaliseNodes(plan, node_map));
+  absl::StatusOr<std::vector<int>> resolved = plan::ResolveNodeMap(plan.world_size, node_map);
+  if (!resolved.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan \"", plan.name, "\": ", resolved.status().message()));
+  }
+  const std::vector<int> nodes = *std::move(resolved);
 
   LoweredSchedule out;
   out.plan_name = plan.name;

@@ -11,27 +11,6 @@
 #include "runtime/base/status_macros.h"
 
 namespace syncopate::cuda {
-namespace {
-
-// Node of every rank; all 0 without a map.
-absl::StatusOr<std::vector<int>> NodeOfRank(const plan::Plan& plan, const std::vector<int>& nodes) {
-  if (nodes.empty()) return std::vector<int>(plan.world_size, 0);
-  if (static_cast<int>(nodes.size()) != plan.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("node map has ", nodes.size(),
-                                                   " entries for plan '", plan.name,
-                                                   "' of world size ", plan.world_size));
-  }
-  for (size_t r = 0; r < nodes.size(); ++r) {
-    if (nodes[r] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node map gives rank ", r, " node ", nodes[r], " (node ids are >= 0)"));
-    }
-  }
-  return nodes;
-}
-
-}  // namespace
-
 absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
                                              const BufferAddressFn& address,
                                              const ChunkReadyIndexFn& ready_index,
@@ -40,7 +19,7 @@ absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " not in plan '", plan.name,
                                                    "' of world size ", plan.world_size));
   }
-  ASSIGN_OR_RETURN(const std::vector<int> nodes, NodeOfRank(plan, node_map));
+  ASSIGN_OR_RETURN(const std::vector<int> nodes, plan::ResolveNodeMap(plan.world_size, node_map));
   auto inter_node = [&](const plan::Transfer& t) {
     return nodes[t.src_rank()] != nodes[t.dst_rank()];
   };

@@ -55,25 +55,14 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(const GroupOptions& options
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", options.world_size, " out of 1..", kMaxRanks));
   }
-  if (!options.nodes.empty()) {
-    if (static_cast<int>(options.nodes.size()) != options.world_size) {
-      return absl::InvalidArgumentError(absl::StrCat("node map has ", options.nodes.size(),
-                                                     " entries for world size ",
-                                                     options.world_size));
-    }
-    for (int r = 0; r < options.world_size; ++r) {
-      if (options.nodes[r] < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node map: rank ", r, " has negative node ", options.nodes[r]));
-      }
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<int> nodes,
+                   plan::ResolveNodeMap(options.world_size, options.nodes));
   if (options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", options.rank, " out of range for world size ", options.world_size));
   }
   auto group = std::unique_ptr<Group>(new Group(options));
-  group->nodes_ = options.nodes.empty() ? std::vector<int>(options.world_size, 0) : options.nodes;
+  group->nodes_ = std::move(nodes);
   RETURN_IF_ERROR(group->Init());
   return group;
 }

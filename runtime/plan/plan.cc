@@ -240,4 +240,20 @@ std::string CanonicalEncoding(const Plan& plan) {
 
 std::string PlanHash(const Plan& plan) { return Sha256Hex(CanonicalEncoding(plan)); }
 
+absl::StatusOr<std::vector<int>> ResolveNodeMap(int world_size, const std::vector<int>& nodes) {
+  if (nodes.empty()) return std::vector<int>(std::max(world_size, 0), 0);
+  if (static_cast<int>(nodes.size()) != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("node map has ", nodes.size(),
+                                                   " entries for world size ", world_size,
+                                                   " (need one node id per rank, or none)"));
+  }
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node map gives rank ", r, " node ", nodes[r], " (node ids are >= 0)"));
+    }
+  }
+  return nodes;
+}
+
 }  // namespace syncopate::plan

@@ -126,6 +126,11 @@ struct Plan {
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
+// A node map gives each rank's node id (ranks on one node share memory; chunks between nodes go
+// over the network). Empty means every rank on node 0. Returns the map with one entry per rank,
+// or InvalidArgument for a map of the wrong size or with a negative id.
+absl::StatusOr<std::vector<int>> ResolveNodeMap(int world_size, const std::vector<int>& nodes);
+
 // Canonical encoding: a deterministic text form covering every field above (same plan, same
 // bytes, on every machine). The plan hash is the SHA-256 hex of it.
 std::string CanonicalEncoding(const Plan& plan);
