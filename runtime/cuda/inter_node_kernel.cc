@@ -19,7 +19,6 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
         me, " of ", group.world_size()));
   }
   std::unique_ptr<InterNodeKernel> k(new InterNodeKernel(runtime, bound));
-  k->options_ = options;
   std::map<std::string, CUdeviceptr> addresses;
   for (const auto& [buffer, per_rank] : bound.buffer_addresses()) addresses[buffer] = per_rank[me];
   std::map<int, int> ready_chunk;

@@ -77,7 +77,6 @@ class InterNodeKernel {
 
   OverlapRuntime& runtime_;
   BoundKernel& bound_;
-  InterNodeOptions options_;
   // Declaration order = reverse teardown order: the executor goes first, the transport (which
   // registered the device side's pinned buffers) is shut down before those buffers are freed.
   std::unique_ptr<ucx::UcxTransport> transport_;
