@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, from the repository root with .device/bin carried (scripts/gpu-run.sh
-# built it): every GPU test, then the GPU and control-plane benchmarks, each log under $OUT (or
-# ./gpu-out). Runs everything even when one fails; exits 1 if any did. Budget: one device call
-# (under 10 minutes); set SKIP_BENCH=1 for the tests alone.
+# built it): the GPU tests in every concurrency mode, then the GPU and control-plane benchmarks,
+# each log under $OUT (or ./gpu-out). Runs everything even when one fails; exits 1 if any did.
+#
+# Modes (MODES, default all): ts:<c> runs the ranks time-sliced, mps:<c> as concurrent MPS clients
+# (each at MPS_PCT percent of the SMs, default 50), both with CUDA_DEVICE_MAX_CONNECTIONS=<c>.
+# MPS runs with private pipe/log folders and is always stopped at the end (trap); no device
+# setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
+# protocol's tests); the full binary runs once, time-sliced. SKIP_BENCH=1: tests only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/.device/bin
@@ -15,21 +20,46 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
   local name=$1; shift
   echo "== $name: $*"
   if timeout "${STEP_TIMEOUT:-300}" "$@" >"$out/$name.log" 2>&1; then
-    tail -n 3 "$out/$name.log"
+    tail -n 2 "$out/$name.log"
   else
-    echo "   FAILED (exit $?); last lines:"; tail -n 20 "$out/$name.log"; failed+=("$name")
+    echo "   FAILED (exit $?); last lines:"; tail -n 25 "$out/$name.log"; failed+=("$name")
   fi
 }
+mps_up=0
+mps_start() {
+  export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d /tmp/syncopate-mps-pipe.XXXXXX)
+  export CUDA_MPS_LOG_DIRECTORY=$(mktemp -d /tmp/syncopate-mps-log.XXXXXX)
+  nvidia-cuda-mps-control -d && mps_up=1 && sleep 1
+}
+mps_stop() {
+  if ((mps_up)); then echo quit | nvidia-cuda-mps-control; mps_up=0; sleep 1; fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+}
+trap mps_stop EXIT
+# in_mode MODE COMMAND...: the command with the mode's environment (MPS started around it).
+in_mode() {
+  local mode=$1; shift
+  local kind=${mode%%:*} conns=${mode##*:}
+  if [[ $kind == mps ]]; then
+    mps_start || { echo "   MPS did not start"; return 1; }
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${MPS_PCT:-50} CUDA_DEVICE_MAX_CONNECTIONS=$conns "$@"
+    local rc=$?
+    mps_stop
+    return $rc
+  fi
+  CUDA_DEVICE_MAX_CONNECTIONS=$conns "$@"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:SymmetricMemory*:InterNode*'}
 step cuda_unit_test "$bin/cuda_unit_test"
 step cuda_gpu_test "$bin/cuda_gpu_test"
-step demo "$bin/syncopate" demo --quiet-timeline --cache-dir="$out/demo-cache"
+for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
+  step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"
+done
 if [[ -z ${SKIP_BENCH:-} ]]; then
+  step demo "$bin/syncopate" demo --quiet-timeline --cache-dir="$out/demo-cache"
   step gpu_overlap_bench "$bin/gpu_overlap_bench"
-  step staged_ucx_bench "$bin/staged_ucx_bench"
   step inter_node_bench "$bin/inter_node_bench"
-  step control_plane_bench "$bin/control_plane_bench" --rounds=3000 --seconds=5 \
-    --syncopated="$bin/syncopated"
 fi
 if ((${#failed[@]})); then echo "failed: ${failed[*]}"; exit 1; fi
 echo "all GPU checks passed"

@@ -446,6 +446,8 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
   absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks\n");
   absl::StrAppend(&src, "    syncopate::RunTransferProgram<Tables>(args);\n    return;\n  }\n");
+  absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails\n");
+  absl::StrAppend(&src, "    syncopate::RunControlCta(args);\n    return;\n  }\n");
   absl::StrAppend(&src, "  Schedule schedule(args);\n");
   absl::StrAppend(&src, "  schedule.PublishUnproducedChunks();\n");
   absl::StrAppend(&src, KernelCall(spec, "Schedule"));

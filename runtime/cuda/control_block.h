@@ -12,8 +12,10 @@
 //   drained[kMaxRanks]        drained[q] = e: rank q finished pulling from this rank in launch e;
 //                             a rank that is pulled from ends its launch only after that, so its
 //                             caller may overwrite the source afterwards.
-// Plus, local to a rank (plain device memory): chunk_counters[] and chunk_ready[] (launch_abi.h),
-// and in host-mapped memory the WaitTimeoutRecord and the abort flag.
+// Plus, local to a rank (plain device memory): chunk_counters[], chunk_ready[], step_counters[]
+// and the device abort word (launch_abi.h); and in host-mapped memory (HostWords) the
+// WaitTimeoutRecord, the host abort flag, the progress words S writes at a launch's start and
+// end (read by Sync() without any stream), and the gate words of copy-engine steps.
 //
 // Epochs: launch e = 1, 2, ... of a group (any kernel of the group; all ranks launch the same
 // sequence). Nothing is reset between launches: words only grow. Thread-safety: constants only.
@@ -34,10 +36,16 @@ constexpr size_t kEnteredOffset = kSignalsOffset + sizeof(uint32_t) * kSignalCap
 constexpr size_t kDrainedOffset = kEnteredOffset + sizeof(uint32_t) * kMaxRanks;
 constexpr size_t kControlBytes = kDrainedOffset + sizeof(uint32_t) * kMaxRanks;
 
-// Host-mapped words: the timeout record, then the abort flag.
+constexpr int kGateCapacity = 4096;         // gate words: copy-engine steps with a condition
+constexpr int kStepCounterCapacity = 1 << 14;  // = the device's (impl/comm.cuh)
+
+// Host-mapped words.
 struct HostWords {
   WaitTimeoutRecord record;
-  uint32_t abort_flag;
+  uint32_t abort_flag;        // set by the host (Sync's safety net); kernels read it rarely
+  uint32_t progress_entered;  // epoch of the last launch that started on S
+  uint32_t progress_finished; // epoch of the last launch that ended on S
+  uint32_t gates[kGateCapacity];
 };
 
 }  // namespace syncopate::cuda

@@ -2,6 +2,7 @@
 #include "runtime/cuda/group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -17,16 +18,6 @@ namespace {
 // The epoch placeholder used while capturing a graph; every captured value equals it and each
 // replay replaces it (group.h). Never reached by real launches in a test's lifetime.
 constexpr uint32_t kCaptureEpoch = 0x40000000u;
-
-std::string FormatRecord(const WaitTimeoutRecord& r) {
-  std::string who = r.tile >= 0 ? absl::StrCat("tile ", r.tile)
-                                : std::string("a communication CTA");
-  return absl::StrFormat(
-      "rank %d waited %d ms for chunk %d (signal %d) from rank %d: expected epoch %u, saw %u "
-      "(%s timed out first; the launch was aborted)",
-      r.rank, static_cast<int>(r.waited_ns / 1000000), r.chunk, r.signal, r.peer, r.expected,
-      r.seen, who);
-}
 
 }  // namespace
 
@@ -100,12 +91,12 @@ absl::Status Group::Init() {
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));
   ASSIGN_OR_RETURN(capture_stream_, Stream::Create(api));
-  ASSIGN_OR_RETURN(chunk_words_,
-                   DeviceBuffer::Allocate(api, 2 * sizeof(uint32_t) * kChunkCapacity));
+  constexpr size_t kChunkWords = 2 * kChunkCapacity + kStepCounterCapacity + 1;
+  ASSIGN_OR_RETURN(chunk_words_, DeviceBuffer::Allocate(api, sizeof(uint32_t) * kChunkWords));
   CU_RETURN_IF_ERROR(api.cuMemsetD32Async(control_->local(), 0, control_->size() / 4,
                                           rescue_stream_.get()));
   CU_RETURN_IF_ERROR(
-      api.cuMemsetD32Async(chunk_words_.get(), 0, 2 * kChunkCapacity, rescue_stream_.get()));
+      api.cuMemsetD32Async(chunk_words_.get(), 0, kChunkWords, rescue_stream_.get()));
   std::vector<CUdeviceptr> table(world_size(), 0);  // 0 for ranks on other nodes
   for (int r = 0; r < world_size(); ++r) {
     if (same_node(r)) table[r] = SignalWord(r, 0);
@@ -115,9 +106,6 @@ absl::Status Group::Init() {
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_signal_table_.get(), table.data(),
                                       sizeof(CUdeviceptr) * world_size()));
   ASSIGN_OR_RETURN(host_words_, PinnedHostBuffer::Allocate(api, sizeof(HostWords)));
-  ASSIGN_OR_RETURN(readback_, PinnedHostBuffer::Allocate(
-                                  api, sizeof(uint32_t) * (2 * kMaxRanks + kSignalCapacity +
-                                                           kChunkCapacity + 2)));
   ASSIGN_OR_RETURN(fork_event_, Event::Create(api));
   ASSIGN_OR_RETURN(launch_done_, Event::Create(api));
   RETURN_IF_ERROR(rescue_stream_.Synchronize());
@@ -162,15 +150,61 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.chunk_ready = reinterpret_cast<syncopate_u32*>(ChunkReadyWord(0));
   args.wait_timeout_ns = static_cast<syncopate_u64>(absl::ToInt64Nanoseconds(timeouts.wait));
   args.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(host_words_.device());
-  args.abort_flag = reinterpret_cast<syncopate_u32*>(host_words_.device() +
-                                                     offsetof(HostWords, abort_flag));
+  args.abort_flag =
+      reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, abort_flag)));
+  args.device_abort = reinterpret_cast<syncopate_u32*>(DeviceAbortWord());
+  args.launch_waits = launch.launch_waits == nullptr
+                          ? nullptr
+                          : reinterpret_cast<const LaunchWaitOp*>(launch.launch_waits->get());
+  args.num_launch_waits = launch.num_launch_waits;
+  args.num_control_ctas = launch.num_control_ctas;
+  args.gate_words = reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, gates)));
+  args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
   return args;
+}
+
+absl::Status Group::PrepareWaits(KernelLaunch& launch) {
+  const bool copy_engine = launch.backend == Backend::kCopyEngine;
+  ProtocolWords words;
+  words.signal = [this](int owner, int index) { return SignalWord(owner, index); };
+  words.entered = [this](int about) { return EnteredWord(rank(), about); };
+  words.drained = [this](int about) { return DrainedWord(rank(), about); };
+  words.chunk_ready = [this](int index) { return ChunkReadyWord(index); };
+  for (int q : launch.guarded_peers) {
+    if (q != rank() && !same_node(q)) {
+      return absl::InternalError(absl::StrCat("launch guards rank ", q, " on another node"));
+    }
+  }
+  ASSIGN_OR_RETURN(LaunchWaits waits,
+                   BuildLaunchWaits(rank(), copy_engine ? &launch.copy_program : nullptr,
+                                    launch.guarded_peers, launch.incoming_signals,
+                                    launch.pulled_by, words, kGateCapacity));
+  launch.launch_waits = nullptr;
+  if (!waits.ops.empty()) {
+    const DriverApi& api = context_.api();
+    RETURN_IF_ERROR(context_.MakeCurrent());
+    const size_t bytes = sizeof(LaunchWaitOp) * waits.ops.size();
+    ASSIGN_OR_RETURN(DeviceBuffer ops, DeviceBuffer::Allocate(api, bytes));
+    CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(ops.get(), waits.ops.data(), bytes));
+    launch.launch_waits = std::make_shared<const DeviceBuffer>(std::move(ops));
+  }
+  launch.num_launch_waits = static_cast<unsigned>(waits.ops.size());
+  launch.num_control_ctas = waits.control_cta ? 1u : 0u;
+  launch.step_gates = std::move(waits.step_gate);
+  launch.waits_prepared = true;
+  return absl::OkStatus();
 }
 
 absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
                           const LaunchTimeouts& timeouts) {
   const DriverApi& api = context_.api();
   const int me = rank();
+  const CopyProgram& program = launch.copy_program;
+  const bool copy_engine = launch.backend == Backend::kCopyEngine && !program.steps.empty();
+  if (!launch.waits_prepared || (copy_engine && launch.step_gates.size() != program.steps.size())) {
+    return absl::FailedPreconditionError(
+        "launch has no launch waits: prepare it with Group::PrepareWaits");
+  }
   // 0. Reduction-only destinations start at the identity, before any peer may reduce into them.
   for (const IdentityFill& f : launch.identity_fills) {
     if (f.element_bytes == 2) {
@@ -183,34 +217,28 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
     }
   }
   // 1. Announce: this rank entered launch `epoch` (everything before it on `stream` is done).
-  // Our own slots (entered[me], drained[me]) record progress for Sync()'s stall detection.
   for (int q = 0; q < world_size(); ++q) {
     if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
     CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, EnteredWord(q, me), epoch,
                                                 CU_STREAM_WRITE_VALUE_DEFAULT));
   }
-  last_waits_.clear();
-  last_num_signals_ = launch.num_signals;
-  last_num_chunks_ = launch.num_outgoing_chunks;
-  if (launch.backend != Backend::kCopyEngine) {
-    // 2. The kernel writes into / reads from these peers: wait until they entered this launch.
-    for (int q : launch.guarded_peers) {
-      if (q == me) continue;
-      if (!same_node(q)) {
-        return absl::InternalError(absl::StrCat("launch guards rank ", q, " on another node"));
-      }
-      CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(stream, EnteredWord(me, q), epoch,
-                                                 CU_STREAM_WAIT_VALUE_GEQ));
-      last_waits_.push_back({WaitKind::kEntered, me, q});
-    }
-  }
+  CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
+      stream, HostWordDevice(offsetof(HostWords, progress_entered)), epoch,
+      CU_STREAM_WRITE_VALUE_DEFAULT));
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
-  const CopyProgram& program = launch.copy_program;
-  const bool copy_engine = launch.backend == Backend::kCopyEngine && !program.steps.empty();
   if (copy_engine) {
     RETURN_IF_ERROR(EnsureSideStreams(program.num_channels));
     CU_RETURN_IF_ERROR(api.cuEventRecord(fork_event_.get(), stream));
+  }
+  // 2. The fused kernel, before any side-stream work that waits for what it writes.
+  CU_RETURN_IF_ERROR(api.cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1],
+                                        launch.grid[2], launch.block[0], launch.block[1],
+                                        launch.block[2], launch.shared_bytes, stream, params,
+                                        nullptr));
+  // 3. Copy engine: each step waits only for its gate word (host-mapped, released by the kernel
+  // above or by the host).
+  if (copy_engine) {
     for (int c = 0; c < program.num_channels; ++c) {
       CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(side_streams_[c].get(), fork_event_.get(), 0));
     }
@@ -226,28 +254,15 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
       for (int after : step.after_steps) {
         CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(s, step_events_[after].get(), 0));
       }
-      for (const WordWait& w : step.waits) {
-        CUdeviceptr word = 0;
-        switch (w.kind) {
-          case WaitKind::kSignal:
-            word = SignalWord(me, w.index);
-            break;
-          case WaitKind::kPeerSignal:
-            word = SignalWord(w.rank, w.index);
-            break;
-          case WaitKind::kChunkReady:
-            word = ChunkReadyWord(w.index);
-            break;
-          case WaitKind::kEntered:
-            word = EnteredWord(me, w.index);
-            break;
-        }
-        CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, word, epoch, CU_STREAM_WAIT_VALUE_GEQ));
-        last_waits_.push_back(w);
+      if (launch.step_gates[i] >= 0) {
+        const CUdeviceptr gate = HostWordDevice(offsetof(HostWords, gates) +
+                                                sizeof(uint32_t) * launch.step_gates[i]);
+        CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, gate, epoch, CU_STREAM_WAIT_VALUE_GEQ));
       }
       for (const Copy2D& c : step.copies) {
-        if (c.rows == 1) {
-          CU_RETURN_IF_ERROR(api.cuMemcpyAsync(c.dst, c.src, c.row_bytes, s));
+        if (c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes)) {
+          // One copy per contiguous range: a 2D copy of contiguous rows is one range.
+          CU_RETURN_IF_ERROR(api.cuMemcpyAsync(c.dst, c.src, c.row_bytes * c.rows, s));
           continue;
         }
         CUDA_MEMCPY2D m;
@@ -275,33 +290,15 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
         CU_RETURN_IF_ERROR(api.cuEventRecord(step_events_[i].get(), s));
       }
     }
-  }
-  // 3. The fused kernel.
-  CU_RETURN_IF_ERROR(api.cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1],
-                                        launch.grid[2], launch.block[0], launch.block[1],
-                                        launch.block[2], launch.shared_bytes, stream, params,
-                                        nullptr));
-  if (copy_engine) {
     for (int c = 0; c < program.num_channels; ++c) {
       CU_RETURN_IF_ERROR(api.cuEventRecord(join_events_[c].get(), side_streams_[c].get()));
       CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(stream, join_events_[c].get(), 0));
     }
   }
-  // 4. Everything destined to this rank has arrived (the kernel may not have waited for it).
-  for (int sig : launch.incoming_signals) {
-    CU_RETURN_IF_ERROR(
-        api.cuStreamWaitValue32(stream, SignalWord(me, sig), epoch, CU_STREAM_WAIT_VALUE_GEQ));
-    last_waits_.push_back({WaitKind::kSignal, me, sig});
-  }
-  // Sources others pull from stay untouched until they are drained.
-  for (int q : launch.pulled_by) {
-    if (q == me) continue;
-    CU_RETURN_IF_ERROR(
-        api.cuStreamWaitValue32(stream, DrainedWord(me, q), epoch, CU_STREAM_WAIT_VALUE_GEQ));
-    last_waits_.push_back({WaitKind::kEntered, me, -1 - q});  // -1-q marks "drained[q]"
-  }
-  CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, DrainedWord(me, me), epoch,
-                                              CU_STREAM_WRITE_VALUE_DEFAULT));
+  // 4. The kernel waited for everything destined to this rank (its tail waits).
+  CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
+      stream, HostWordDevice(offsetof(HostWords, progress_finished)), epoch,
+      CU_STREAM_WRITE_VALUE_DEFAULT));
   return absl::OkStatus();
 }
 
@@ -353,19 +350,12 @@ absl::Status Group::Sync(CUstream stream) {
     CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
     return absl::OkStatus();
   }
-  volatile WaitTimeoutRecord* record =
-      &static_cast<HostWords*>(host_words_.host())->record;
-  const absl::Time start = absl::Now();
-  absl::Time timed_out_seen = absl::InfiniteFuture();
-  // Progress = this rank's own entered / finished words (entered[me], drained[me]). Launches in
-  // a long queue keep changing them; a launch blocked on a peer does not.
-  auto* progress = static_cast<volatile uint32_t*>(readback_.host()) + 2 * kMaxRanks +
-                   kSignalCapacity + kChunkCapacity;
+  volatile HostWords* words = &host_words();
+  // Progress = the host-mapped words S writes at each launch's start and end: read without any
+  // stream, so this watch works whatever the GPU's queues are blocked on.
   uint64_t last_progress = ~0ull;
-  absl::Time last_change = start;
-  absl::Time last_read = absl::InfinitePast();
-  const absl::Duration grace = std::max(absl::Milliseconds(200), last_wait_timeout_ / 2);
-  const absl::Duration stall = std::max(absl::Milliseconds(500), 2 * last_wait_timeout_);
+  absl::Time last_change = absl::Now();
+  const absl::Duration stall = 4 * last_wait_timeout_ + absl::Seconds(2);
   int sleep_us = 20;
   while (true) {
     CUresult r = api.cuEventQuery(launch_done_.get());
@@ -375,20 +365,10 @@ absl::Status Group::Sync(CUstream stream) {
       return CuError(r, "cuEventQuery(launch done)", __FILE__, __LINE__);
     }
     const absl::Time now = absl::Now();
-    if (record->timed_out != 0 && timed_out_seen == absl::InfiniteFuture()) timed_out_seen = now;
-    if (now - last_read > absl::Milliseconds(10)) {
-      last_read = now;
-      CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(const_cast<uint32_t*>(progress),
-                                               EnteredWord(rank(), rank()), 4,
-                                               rescue_stream_.get()));
-      CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(const_cast<uint32_t*>(progress + 1),
-                                               DrainedWord(rank(), rank()), 4,
-                                               rescue_stream_.get()));
-      CU_RETURN_IF_ERROR(api.cuStreamSynchronize(rescue_stream_.get()));
-      const uint64_t p = (static_cast<uint64_t>(progress[0]) << 32) | progress[1];
-      if (p != last_progress) last_progress = p, last_change = now;
-    }
-    if (now - timed_out_seen > grace || now - last_change > stall) {
+    const uint64_t p =
+        (static_cast<uint64_t>(words->progress_entered) << 32) | words->progress_finished;
+    if (p != last_progress) last_progress = p, last_change = now;
+    if (now - last_change > stall) {
       absl::Status diagnosis = Diagnose(epoch_, now - last_change);
       absl::Status unblocked = Unblock(epoch_);
       broken_ = true;
@@ -402,93 +382,44 @@ absl::Status Group::Sync(CUstream stream) {
     sleep_us = std::min(sleep_us * 2, 1000);
   }
   CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
-  if (record->timed_out != 0) {
+  if (words->record.timed_out != 0) {
     broken_ = true;
     WaitTimeoutRecord copy;
-    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(record), sizeof(copy));
-    return absl::DeadlineExceededError(FormatRecord(copy));
+    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(&words->record), sizeof(copy));
+    return absl::DeadlineExceededError(DescribeTimeout(copy));
   }
   synced_epoch_ = epoch_;
   return absl::OkStatus();
 }
 
 absl::Status Group::Diagnose(uint32_t epoch, absl::Duration waited) {
-  const DriverApi& api = context_.api();
-  volatile WaitTimeoutRecord* record = &static_cast<HostWords*>(host_words_.host())->record;
-  if (record->timed_out != 0) {
+  volatile HostWords* words = &host_words();
+  if (words->record.timed_out != 0) {
     WaitTimeoutRecord copy;
-    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(record), sizeof(copy));
-    return absl::DeadlineExceededError(FormatRecord(copy));
-  }
-  // Stream waits have no deadline of their own: read the words they wait on.
-  auto* words = static_cast<uint32_t*>(readback_.host());
-  CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(words, control_->local() + kEnteredOffset,
-                                           sizeof(uint32_t) * 2 * kMaxRanks,
-                                           rescue_stream_.get()));
-  uint32_t* signal_words = words + 2 * kMaxRanks;
-  uint32_t* ready_words = signal_words + kSignalCapacity;
-  if (last_num_signals_ > 0) {
-    CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(signal_words, signals(),
-                                             sizeof(uint32_t) * last_num_signals_,
-                                             rescue_stream_.get()));
-  }
-  CU_RETURN_IF_ERROR(api.cuMemcpyDtoHAsync(ready_words, ChunkReadyWord(0),
-                                           sizeof(uint32_t) * kChunkCapacity,
-                                           rescue_stream_.get()));
-  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(rescue_stream_.get()));
-  const int ms = static_cast<int>(absl::ToInt64Milliseconds(waited));
-  for (const WordWait& w : last_waits_) {
-    uint32_t seen = 0;
-    std::string what;
-    switch (w.kind) {
-      case WaitKind::kEntered:
-        if (w.index >= 0) {
-          seen = words[w.index];
-          what = absl::StrCat("rank ", w.index, " to enter launch ", epoch,
-                              " (it must start that launch before rank ", rank(),
-                              " may write into its buffers)");
-        } else {
-          seen = words[kMaxRanks + (-1 - w.index)];
-          what = absl::StrCat("rank ", -1 - w.index, " to finish pulling from rank ", rank());
-        }
-        break;
-      case WaitKind::kSignal:
-        seen = w.index < last_num_signals_ ? signal_words[w.index] : 0;
-        what = absl::StrCat("signal ", w.index, " (a chunk forwarded to rank ", rank(), ")");
-        break;
-      case WaitKind::kPeerSignal:
-        continue;  // not read back; reported only when nothing local explains the hang
-      case WaitKind::kChunkReady:
-        seen = ready_words[w.index];
-        what = absl::StrCat("its own kernel to publish outgoing chunk ", w.index);
-        break;
-    }
-    if (static_cast<int32_t>(seen - epoch) < 0) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rank %d waited %d ms for %s: expected epoch %u, saw %u", rank(), ms, what, epoch,
-          seen));
-    }
+    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(&words->record), sizeof(copy));
+    return absl::DeadlineExceededError(DescribeTimeout(copy));
   }
   return absl::DeadlineExceededError(absl::StrFormat(
-      "rank %d: launch %u did not finish within %d ms and no wait explains it (kernel hung?)",
-      rank(), epoch, ms));
+      "rank %d: launch %u made no progress for %d ms (last launch started on its stream: %u, "
+      "last finished: %u) and no device-side wait timed out: a kernel that never returns, or "
+      "work outside the protocol blocking its stream",
+      rank(), epoch, static_cast<int>(absl::ToInt64Milliseconds(waited)),
+      static_cast<uint32_t>(words->progress_entered),
+      static_cast<uint32_t>(words->progress_finished)));
 }
 
 absl::Status Group::Unblock(uint32_t epoch) {
-  const DriverApi& api = context_.api();
-  // Kernel waits give up at once; stream waits see the values they wait for.
-  static_cast<volatile HostWords*>(host_words_.host())->abort_flag = 1;
-  CUstream s = rescue_stream_.get();
-  CU_RETURN_IF_ERROR(
-      api.cuMemsetD32Async(control_->local() + kEnteredOffset, epoch, 2 * kMaxRanks, s));
-  if (last_num_signals_ > 0) {
-    CU_RETURN_IF_ERROR(api.cuMemsetD32Async(signals(), epoch, last_num_signals_, s));
+  // Host writes only: kernels see the abort flag within kHostAbortPollSpins spin rounds, side
+  // streams see their gates.
+  volatile HostWords* words = &host_words();
+  words->abort_flag = 1;
+  for (int g = 0; g < kGateCapacity; ++g) {
+    if (static_cast<int32_t>(words->gates[g] - epoch) < 0) words->gates[g] = epoch;
   }
-  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(ChunkReadyWord(0), epoch, kChunkCapacity, s));
-  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(s));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < deadline) {
-    CUresult r = api.cuEventQuery(launch_done_.get());
+    CUresult r = context_.api().cuEventQuery(launch_done_.get());
     if (r == CUDA_SUCCESS) return absl::OkStatus();
     if (r != CUDA_ERROR_NOT_READY) return CuError(r, "cuEventQuery", __FILE__, __LINE__);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -512,7 +443,6 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
   captured_launch_ = true;
   absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts);
   captured_launch_ = false;
-  g->waits_ = last_waits_;
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(cs, &graph);
   g->graph_ = graph;  // owned by g from here (destroyed with it)
@@ -577,8 +507,6 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec_, stream));
   g.epoch_ = epoch;
   g.last_wait_timeout_ = timeouts_.wait;
-  g.last_waits_ = waits_;
-  g.last_num_signals_ = launch_.num_signals;
   CU_RETURN_IF_ERROR(api.cuEventRecord(g.launch_done_.get(), stream));
   return absl::OkStatus();
 }

@@ -3,29 +3,38 @@
 // host-mapped timeout record, and runs the launch protocol: epochs, the entry guard, the
 // copy-engine transfer program, the fused kernel, bounded waits and their diagnosis in Sync().
 //
-// Launch protocol of launch e on stream S (every rank issues the same sequence of launches):
+// Launch protocol of launch e on stream S (every rank issues the same sequence of launches).
+// The rule that makes it correct under any mapping of streams onto hardware queues: a stream of
+// this process waits only for a word that this process's own kernel (submitted earlier) or its
+// host writes, never for another process. The streams of a process share a few hardware queues
+// (2 per client with two MPS clients, measured), so a stream wait blocks unrelated streams
+// behind it; a wait on a peer could then close a cycle through the peer's queues. Every
+// dependency on a peer is a bounded device-side wait of the kernel (launch_waits.h).
 //  0. S sets the regions only reductions write (not initial data, no plain copy) to the op's
 //     identity: the plan model reduces every contribution, the owner's own included, into them.
-//  1. S writes entered[me] = e into every peer's control block (stream memory op).
-//  2. SM / direct backends: S waits entered[q] >= e for every peer q this rank's kernel writes to
-//     or reads from (the kernel itself does not know these words).
-//     Copy-engine backend: each channel's side stream waits entered[q] >= e before its first
-//     copy to or from q, so the kernel starts at once.
-//  3. The fused kernel runs on S with args.epoch = e; side streams (one per plan channel) run this
-//     rank's transfer program concurrently: wait (GEQ e) for chunk_ready / delivered signals,
-//     cuMemcpy2DAsync into the peer's mapped buffer, write the peer's signal word = e; they fork
-//     from S with an event before the kernel and join S with events after it.
-//  4. S waits for every signal of a transfer destined to this rank (so the collective's result
-//     is complete when the launch is), and ranks pulled from wait drained[q] >= e (their callers
-//     may then overwrite the sources).
-// Every wait in the kernel has a deadline (args.wait_timeout_ns). Stream waits have none, so
-// Sync() watches the launch from the host: when the kernel recorded a timeout, or this rank's
-// progress words (entered[me] at a launch's start, drained[me] at its end, both in its own
-// block) stop changing for twice the wait deadline, it reads what each blocked word
-// holds, names the peer that never delivered, unblocks this rank's streams (raises the abort
-// flag, writes the awaited values into its own words) so the GPU is never left hung, and returns
-// DeadlineExceeded. The group is then broken (its ranks are out of step): later launches fail
-// with FailedPrecondition; the context stays usable and a new group can form.
+//  1. S writes entered[me] = e into every peer's control block (stream memory op, no wait), and
+//     the host-mapped progress word entered = e.
+//  2. The fused kernel runs on S with args.epoch = e. SM / direct: the comm CTAs wait for the
+//     entry guards (entered[q] >= e for the peers they write into or read from) before their
+//     first step, as does a tile before its direct move. Copy engine: the control CTA waits for
+//     each step's words (peer entered, forwarded chunk, produced chunk) and releases the step's
+//     host-mapped gate word = e.
+//  3. Copy engine only, submitted after the kernel: side streams (one per plan channel) fork
+//     from S with an event recorded before the kernel; each step waits for its gate word (a
+//     host-mapped word only this process writes), cuMemcpy2DAsync into the peer's mapped buffer,
+//     writes the peer's signal word = e (and drained[] for a pull); S joins them with events.
+//  4. Before the kernel ends (control CTA, or comm CTA 0): every signal of a transfer destined to
+//     this rank arrived, and every rank that pulls from this rank drained it. Then S writes the
+//     progress word finished = e.
+// Every device-side wait has a deadline (args.wait_timeout_ns). The first to expire records the
+// waiting rank, the peer, the word and the values in host-mapped memory and aborts the launch;
+// an aborting control CTA releases every gate, so the side streams drain. Sync() then returns
+// DeadlineExceeded naming the peer. As a safety net for what no device wait sees (a kernel that
+// never returns), Sync() also watches the progress words from the host: when they stop changing
+// for 4x the wait deadline + 2 s it raises the host abort flag and releases every gate itself
+// (host writes, no stream involved), so the GPU is never left hung. The group is then broken
+// (its ranks are out of step): later launches fail with FailedPrecondition; the context stays
+// usable and a new group can form.
 //
 // CUDA graphs: the epoch is a by-value kernel argument (launch_abi.h) and a value in each stream
 // memory op, so a graph must not replay a captured launch unchanged. CaptureGraph() captures one
@@ -48,6 +57,7 @@
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/copy_program.h"
 #include "runtime/cuda/handles.h"
+#include "runtime/cuda/launch_waits.h"
 #include "runtime/cuda/node_rendezvous.h"
 #include "runtime/cuda/symmetric_memory.h"
 #include "syncopate/launch_abi.h"
@@ -98,12 +108,18 @@ struct KernelLaunch {
   CUdeviceptr peer_operands = 0;  // device table [kMaxOperands * world], or 0
   Backend backend = Backend::kCopyEngine;
   CopyProgram copy_program;       // copy-engine backend only
-  std::vector<int> guarded_peers; // SM / direct: peers whose entry S waits for
+  std::vector<int> guarded_peers; // SM / direct: peers whose entry the kernel waits for
   std::vector<int> pulled_by;     // ranks that pull from this rank
-  // Signals of every transfer whose destination is this rank: a launch ends on `stream` only
-  // when all of them arrived, so the collective's postcondition holds after Sync() (a producer
-  // kernel such as GEMM+ReduceScatter never waits for what peers reduce into it).
-  std::vector<int> incoming_signals;
+  // Signals of every transfer whose destination is this rank: a launch ends only when all of
+  // them arrived, so the collective's postcondition holds after Sync() (a producer kernel such
+  // as GEMM+ReduceScatter never waits for what peers reduce into it).
+  std::vector<IncomingSignal> incoming_signals;
+  // Set by Group::PrepareWaits from the fields above (launch_waits.h).
+  std::shared_ptr<const DeviceBuffer> launch_waits;  // LaunchWaitOp[num_launch_waits]
+  unsigned num_launch_waits = 0;
+  unsigned num_control_ctas = 0;  // 1: CTA num_comm_ctas runs gates and tails
+  std::vector<int> step_gates;    // per copy step: gate word index, or -1
+  bool waits_prepared = false;
   int num_outgoing_chunks = 0;
   int num_signals = 0;            // signal words this rank receives (for diagnosis)
   // Plan buffers that only reductions write on this rank (e.g. ReduceScatter's "output", where
@@ -149,6 +165,10 @@ class Group {
   }
   CUdeviceptr peer_signal_table() const { return peer_signal_table_.get(); }
 
+  // Builds and uploads `launch`'s launch waits (its copy program, peers and incoming signals
+  // set): sets launch_waits .. waits_prepared. Before the grid is sized (num_control_ctas).
+  absl::Status PrepareWaits(KernelLaunch& launch);
+
   // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.
   absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchTimeouts& timeouts);
   // Runs the kernel alone, no protocol: the identity-schedule (local) kernel of a baseline.
@@ -173,6 +193,8 @@ class Group {
   absl::Status EnsureSideStreams(int n);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   absl::Status Unblock(uint32_t epoch);
+  HostWords& host_words() const { return *static_cast<HostWords*>(host_words_.host()); }
+  CUdeviceptr HostWordDevice(size_t offset) const { return host_words_.device() + offset; }
   CUdeviceptr EnteredWord(int owner, int about) const {
     return control_->peer(owner) + kEnteredOffset + sizeof(uint32_t) * about;
   }
@@ -185,6 +207,12 @@ class Group {
   CUdeviceptr ChunkReadyWord(int index) const {
     return chunk_words_.get() + sizeof(uint32_t) * (kChunkCapacity + index);
   }
+  CUdeviceptr StepCountersWord() const {
+    return chunk_words_.get() + sizeof(uint32_t) * 2 * kChunkCapacity;
+  }
+  CUdeviceptr DeviceAbortWord() const {
+    return StepCountersWord() + sizeof(uint32_t) * kStepCounterCapacity;
+  }
 
   GroupOptions options_;
   std::vector<int> nodes_;
@@ -192,10 +220,11 @@ class Group {
   std::unique_ptr<NodeRendezvous> rendezvous_;
   std::unique_ptr<SymmetricHeap> heap_;
   SymmetricBuffer* control_ = nullptr;
-  DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity]
+  DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity],
+                                    // step_counters[kStepCounterCapacity], device abort word
   DeviceBuffer peer_signal_table_;  // u32* [world]
   PinnedHostBuffer host_words_;     // HostWords
-  Stream rescue_stream_;            // never blocked by protocol waits
+  Stream rescue_stream_;            // Init's memsets
   std::vector<Stream> side_streams_;
   std::vector<Event> step_events_;  // one per copy step others depend on (grown on demand)
   Event fork_event_;
@@ -236,7 +265,6 @@ class LaunchGraph {
     CUDA_BATCH_MEM_OP_NODE_PARAMS params;
   };
   std::vector<MemOpNode> memop_nodes_;
-  std::vector<WordWait> waits_;  // the captured launch's stream waits, for diagnosis
 };
 
 }  // namespace syncopate::cuda

@@ -199,6 +199,15 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
   return b;
 }
 
+int DefaultCommCtas(int channels, int resident) {
+  // One CTA per channel keeps a few tens of KB in flight: far below the memory system's rate.
+  // Up to 16 comm CTAs (a multiple of the channels, so each gets the same share), never more
+  // than an eighth of the resident CTA slots, which the GEMM needs.
+  channels = std::max(channels, 1);
+  const int budget = std::max(channels, std::min(16, resident / 8));
+  return std::max(channels, budget / channels * channels);
+}
+
 absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
                                                             const LaunchOptions& options) {
   const FusedKernel& k = *bound.kernel_;
@@ -206,11 +215,13 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   const int me = rank();
   const Backend backend =
       options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+  const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
   int comm = 0;
   if (backend == Backend::kSm) {
-    comm = options.comm_ctas > 0 ? options.comm_ctas : std::max(1, md.suggested_comm_ctas);
+    comm = options.comm_ctas > 0 ? options.comm_ctas
+                                 : DefaultCommCtas(md.suggested_comm_ctas, resident);
   }
-  const auto key = std::make_pair(static_cast<int>(backend), comm * 100000 + options.compute_ctas);
+  const auto key = std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas);
   auto it = bound.launches_.find(key);
   if (it != bound.launches_.end()) return &it->second;
 
@@ -220,16 +231,6 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   l.num_comm_ctas = static_cast<unsigned>(comm);
   l.block[0] = static_cast<unsigned>(md.block_dim);
   l.shared_bytes = static_cast<unsigned>(md.dynamic_smem_bytes);
-  const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
-  int compute = options.compute_ctas > 0 ? options.compute_ctas
-                                         : std::min(md.num_tiles, resident - comm);
-  compute = std::max(compute, 1);
-  if (backend == Backend::kSm && comm + compute > resident) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SM backend needs every CTA resident: ", comm, " communication + ", compute,
-        " compute CTAs > ", resident, " that fit on this GPU"));
-  }
-  l.grid[0] = static_cast<unsigned>(comm + compute);
   l.operands = bound.operands_;
   l.peer_operands = bound.peer_table_.get();
   l.num_outgoing_chunks = md.num_outgoing_chunks;
@@ -240,14 +241,21 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
     if (t == nullptr) continue;
     // Peers on other nodes are the proxy's (its own epoch handshake guards their buffers).
     if (t->rank == me && t->peer != me && group_->same_node(t->peer)) peers.insert(t->peer);
-    if (t->dst_rank() == me && t->signal >= 0) l.incoming_signals.push_back(t->signal);
+    if (t->dst_rank() == me && t->signal >= 0) {
+      l.incoming_signals.push_back({t->signal, t->rank, t->id});
+    }
     if (t->kind == plan::TransferKind::kPull && t->peer == me && t->rank != me) {
       pulled_by.insert(t->rank);
     }
   }
-  std::sort(l.incoming_signals.begin(), l.incoming_signals.end());
-  l.incoming_signals.erase(std::unique(l.incoming_signals.begin(), l.incoming_signals.end()),
-                           l.incoming_signals.end());
+  std::sort(l.incoming_signals.begin(), l.incoming_signals.end(),
+            [](const IncomingSignal& a, const IncomingSignal& b) { return a.signal < b.signal; });
+  l.incoming_signals.erase(
+      std::unique(l.incoming_signals.begin(), l.incoming_signals.end(),
+                  [](const IncomingSignal& a, const IncomingSignal& b) {
+                    return a.signal == b.signal;
+                  }),
+      l.incoming_signals.end());
   ASSIGN_OR_RETURN(l.identity_fills, IdentityFills(plan, me, bound.slot_addresses_));
   l.guarded_peers.assign(peers.begin(), peers.end());
   l.pulled_by.assign(pulled_by.begin(), pulled_by.end());
@@ -272,6 +280,20 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
     };
     ASSIGN_OR_RETURN(l.copy_program, BuildCopyProgram(plan, me, address, ready, group_->nodes()));
   }
+  RETURN_IF_ERROR(group_->PrepareWaits(l));
+  // Every CTA that waits must be resident with the ones it waits for: comm and control CTAs
+  // always, compute CTAs up to what fits beside them.
+  const int fixed = comm + static_cast<int>(l.num_control_ctas);
+  int compute = options.compute_ctas > 0 ? options.compute_ctas
+                                         : std::min(md.num_tiles, resident - fixed);
+  compute = std::max(compute, 1);
+  if (fixed > 0 && fixed + compute > resident) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        BackendName(backend), " backend needs every CTA resident: ", comm, " communication + ",
+        l.num_control_ctas, " control + ", compute, " compute CTAs > ", resident,
+        " that fit on this GPU"));
+  }
+  l.grid[0] = static_cast<unsigned>(fixed + compute);
   auto [inserted, ok] = bound.launches_.emplace(key, std::move(l));
   return &inserted->second;
 }

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -39,10 +40,14 @@
 
 namespace syncopate::cuda {
 
+// SM backend's comm CTAs when LaunchOptions::comm_ctas is 0: a multiple of the plan's channels
+// (`channels`, each channel's steps split over its CTAs), up to 16 and an eighth of `resident`.
+int DefaultCommCtas(int channels, int resident);
+
 struct LaunchOptions {
   Backend backend = Backend::kCopyEngine;
   absl::Duration timeout = absl::Milliseconds(2000);  // every wait's deadline
-  int comm_ctas = 0;     // SM backend: 0 = the compiler's suggestion (at least 1)
+  int comm_ctas = 0;     // SM backend: 0 = DefaultCommCtas
   int compute_ctas = 0;  // 0 = persistent: min(tiles, resident CTAs for the rest of the GPU)
 };
 
@@ -97,7 +102,8 @@ class BoundKernel {
   std::array<void*, kMaxOperands> local_operands_{};  // spec operands, for the local kernel
   DeviceBuffer peer_table_;
   std::map<std::string, std::vector<CUdeviceptr>> slot_addresses_;  // buffer -> per rank
-  std::map<std::pair<int, int>, KernelLaunch> launches_;  // (backend, comm ctas) -> launch
+  // (backend, comm ctas, compute ctas option) -> launch
+  std::map<std::tuple<int, int, int>, KernelLaunch> launches_;
 };
 
 class OverlapRuntime {

@@ -23,6 +23,7 @@ namespace {
 
 using cuda::Backend;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using workloads::RunAllGatherGemm;
 using workloads::RunGemmReduceScatter;
 using workloads::RunRanks;
@@ -252,6 +253,34 @@ TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
     }
     EXPECT_GE(named_absent, 1) << cuda::BackendName(b) << ": " << results[0] << " / " << results[1];
     EXPECT_LT(absl::Now() - start, absl::Seconds(120));
+  }
+}
+
+// A rank killed (SIGKILL) with its launch in flight, on both backends, time-sliced or under MPS:
+// every survivor fails by its deadline, at least one naming the dead rank, and the GPU still runs
+// a local launch right for each of them.
+TEST(FusedTimeoutTest, RankKilledMidLaunchIsNamedAndTheGpuStaysUsable) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    WorkloadConfig c;
+    c.killed_rank = 1;
+    c.kill_after_launch = 3;
+    c.launches = 6;
+    c.check_every = 1;
+    c.timeout = absl::Milliseconds(300);
+    const absl::Time start = absl::Now();
+    auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, b, 2, 300, 136, 64}, c);
+    EXPECT_FALSE(results[1].ok()) << "the killed rank reported success";
+    int named = 0;
+    for (int r : {0, 2}) {
+      EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
+          << cuda::BackendName(b) << " rank " << r << ": " << results[r];
+      EXPECT_THAT(results[r].message(), Not(HasSubstr("local launch after the failed one")))
+          << results[r];
+      named += absl::StrContains(results[r].message(), "rank 1");
+    }
+    EXPECT_GE(named, 1) << cuda::BackendName(b) << ": " << results[0] << " / " << results[2];
+    EXPECT_LT(absl::Now() - start, absl::Seconds(60));
   }
 }
 

@@ -35,7 +35,9 @@
 //   syncopate::LocalSchedule(tiles_m, tiles_n, group_m)  all tiles, no waits: a plain kernel
 //   syncopate::FusedSchedule<Tables>(args)               generated per plan x kernel spec
 // Communication CTAs of the SM backend run syncopate::RunTransferProgram<Tables>(args)
-// (impl/comm.cuh); the launch ABI (FusedLaunchArgs, timeouts) is in syncopate/launch_abi.h.
+// (impl/comm.cuh), the control CTA of a copy-engine launch syncopate::RunControlCta(args)
+// (impl/launch_waits.cuh); the launch ABI (FusedLaunchArgs, the protocol, timeouts) is in
+// syncopate/launch_abi.h.
 #ifndef SYNCOPATE_DEVICE_CUH_
 #define SYNCOPATE_DEVICE_CUH_
 
@@ -43,6 +45,7 @@
 #include <syncopate/impl/types.cuh>
 #include <syncopate/impl/sync.cuh>
 #include <syncopate/impl/copy.cuh>
+#include <syncopate/impl/launch_waits.cuh>
 #include <syncopate/impl/schedule.cuh>
 #include <syncopate/impl/comm.cuh>
 

@@ -4,17 +4,32 @@
 // beyond <cstdint>-equivalents. Changing it changes kAbiVersion, which is part of every kernel
 // cache key.
 //
-// Protocol (see DESIGN.md "Executing on GPUs"):
+// Protocol (see DESIGN.md "Executing on GPUs" and runtime/cuda/group.h):
 // - Launch e (epoch e = 1, 2, ...) considers an incoming chunk arrived when its signal word on
 //   this rank is >= e. Signals are never reset, so no memset between launches and CUDA-graph
-//   replay works (the runtime bumps `epoch` through a device-side counter when graphs replay).
+//   replay works (the runtime rewrites the epoch of a replayed graph's nodes).
 // - Producer tiles count into chunk_counters[c]; the last one resets the counter to 0 and
-//   publishes chunk c: for the copy-engine backend it release-stores chunk_ready[c] = epoch
-//   (a host-side stream waits on it); for the SM / direct backends it copies the chunk to the
-//   peer itself and release-stores the peer's signal word = epoch.
+//   publishes chunk c: it release-stores chunk_ready[c] = epoch (the launch waits of a
+//   copy-engine launch turn that into a gate for the copy's side stream); for the SM / direct
+//   backends it copies the chunk to the peer itself and release-stores the peer's signal = epoch.
+// - Every dependency on another process is observed by a device thread with a deadline, never by
+//   a stream wait (stream waits of one process share hardware queues: a blocked one stalls the
+//   unrelated streams behind it, measured under MPS). The kernel runs `launch_waits`:
+//     kGuard  before this rank's first write into (or read from) a peer: the peer entered the
+//             launch (write-after-read guard across launches);
+//     kGate   a copy-engine step's condition (peer entered, a chunk forwarded to this rank, a
+//             chunk this kernel produced): when met, gate_words[gate] = epoch (host-mapped;
+//             the step's side stream waits for it, a wait only this kernel or the host releases);
+//     kTail   before the kernel ends: every chunk destined to this rank arrived, every rank that
+//             pulls from this rank drained it.
+//   Guards run in the comm CTAs (SM) and before a direct move; gates and tails in the control
+//   CTA (copy engine: CTA num_comm_ctas) or, with no control CTA, in comm CTA 0.
 // - Every wait has a deadline (wait_timeout_ns, measured with %globaltimer). The first wait to
-//   expire fills *timeout_record (host-mapped) and sets *abort_flag; every other wait then gives
-//   up at once, the kernel returns, and the host turns the record into an error naming the peer.
+//   expire fills *timeout_record (host-mapped) and raises *device_abort (device memory: every
+//   other spinning wait reads it and gives up at once). *abort_flag (host-mapped, set by the
+//   host) is read only every kHostAbortPollSpins-th spin: polling host memory from many CTAs
+//   takes the GPU's memory system down to a few GB/s for everyone (measured: 790 -> 1.8 GB/s).
+//   An aborting control CTA releases every gate, so no side stream stays blocked.
 #ifndef SYNCOPATE_LAUNCH_ABI_H_
 #define SYNCOPATE_LAUNCH_ABI_H_
 
@@ -33,7 +48,7 @@ typedef int64_t syncopate_i64;
 
 namespace syncopate {
 
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
@@ -49,7 +64,22 @@ struct WaitTimeoutRecord {
   syncopate_u32 expected;   // the epoch waited for
   syncopate_u32 seen;       // the value last read
   syncopate_u64 waited_ns;
+  syncopate_i32 what;       // LaunchWaitKind + 1 for a launch wait (tile == -1), else 0
 };
+
+// One launch wait (see the protocol above); built by the host per prepared launch.
+enum LaunchWaitKind : syncopate_i32 { kGuardWait = 0, kGateWait = 1, kTailWait = 2 };
+struct LaunchWaitOp {
+  const syncopate_u32* word;  // device address (this rank's control block or a peer's mapping)
+  syncopate_i32 kind;         // LaunchWaitKind
+  syncopate_i32 gate;         // kGateWait: gate word to release; ops of one gate are adjacent
+  syncopate_i32 peer;         // the rank expected to write `word` (diagnosis)
+  syncopate_i32 index;        // signal index, chunk_ready index or -1 (diagnosis)
+  syncopate_i32 transfer;     // plan transfer the wait serves, or -1 (diagnosis)
+  syncopate_i32 word_kind;    // what `word` is, for the message: 0 signal, 1 entered,
+                              // 2 drained, 3 chunk_ready
+};
+constexpr int kHostAbortPollSpins = 64;
 
 struct FusedLaunchArgs {
   void* operands[kMaxOperands];   // this rank's operand pointers, in kernel-spec order
@@ -66,7 +96,14 @@ struct FusedLaunchArgs {
   syncopate_u32* chunk_ready;     // local published-epoch words, one per outgoing chunk
   syncopate_u64 wait_timeout_ns;  // 0: wait forever (not recommended)
   WaitTimeoutRecord* timeout_record;  // host-mapped
-  syncopate_u32* abort_flag;          // device or host-mapped word, 0 unless a wait timed out
+  syncopate_u32* abort_flag;          // host-mapped, set by the host; read rarely
+  syncopate_u32* device_abort;        // device memory, set by the first expiring wait
+  const LaunchWaitOp* launch_waits;   // device array [num_launch_waits], or nullptr
+  syncopate_u32 num_launch_waits;
+  syncopate_u32 num_control_ctas;     // 0 or 1: CTA num_comm_ctas runs gates and tails
+  syncopate_u32* gate_words;          // host-mapped gate words (copy-engine side streams)
+  syncopate_u32* step_counters;       // device: arrivals per transfer-program step (SM backend,
+                                      // a step split over several comm CTAs), start at 0
 };
 
 }  // namespace syncopate

@@ -1,6 +1,8 @@
 // Fused AllGather+GEMM and GEMM+ReduceScatter workloads for the GPU tests; see workloads.h.
 #include "runtime/cuda/workloads/workloads.h"
 
+#include <csignal>
+
 #include <unistd.h>
 
 #include <memory>
@@ -128,6 +130,7 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
     } else {
       RETURN_IF_ERROR(s.rt->Launch(bound, s.stream.get(), lo));
     }
+    if (c.rank == c.killed_rank && i == c.kill_after_launch) raise(SIGKILL);
     const bool checked = (i + 1) % c.check_every == 0 || i + 1 == c.launches;
     if (checked) {
       absl::Status synced =
@@ -221,6 +224,17 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
     return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol, "C = allgather(A) B^T");
   };
   absl::Status status = LaunchLoop(c, s, *bound, refill, check);
+  if (c.killed_rank >= 0) {
+    // No barrier with a dead rank: the survivor's own launch has ended (Sync returned), so its
+    // buffers are free; the GPU must still run a local launch right.
+    absl::Status usable =
+        CheckDeviceUsable(s, *bound, data->local(), b.get(), out.get(), ref.get(), c);
+    if (!usable.ok()) {
+      return absl::Status(usable.code(), absl::StrCat(usable.message(), " (after: ",
+                                                      status.ToString(), ")"));
+    }
+    return status;
+  }
   if (c.absent_rank >= 0) {
     // Every rank's launch has ended (failed) before anyone reuses its buffers.
     RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());

@@ -50,6 +50,11 @@ struct WorkloadConfig {
   // Fault injection: this rank joins, compiles, binds, then never launches (waits at a barrier
   // the others reach after their failed launch).
   int absent_rank = -1;
+  // Fault injection: this rank SIGKILLs itself right after issuing launch `kill_after_launch`
+  // (its kernel in flight); the others must fail by their deadline, naming it, and then run a
+  // local launch on the same GPU.
+  int killed_rank = -1;
+  int kill_after_launch = 0;
   // The Hopper kernel (examples/kernels/gemm_wgmma.cuh) instead of gemm_mma.cuh; needs sm_90:
   // elsewhere the workload returns FailedPrecondition("... needs sm_90 ...").
   bool wgmma = false;

@@ -181,6 +181,10 @@ syncopate_fused_tiny_copy_b54f388de42a1815(syncopate::FusedLaunchArgs args) {
     syncopate::RunTransferProgram<Tables>(args);
     return;
   }
+  if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails
+    syncopate::RunControlCta(args);
+    return;
+  }
   Schedule schedule(args);
   schedule.PublishUnproducedChunks();
   tiny_copy<Schedule, float, 4>(

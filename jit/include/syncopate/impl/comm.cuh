@@ -1,13 +1,19 @@
 // The communication CTAs of the SM backend: CTAs [0, num_comm_ctas) execute this rank's transfer
 // program (every transfer the rank executes, except outgoing chunks their last producer tile
-// moves itself). Channel g of the rank belongs to comm CTA g % num_comm_ctas. A CTA interleaves
-// its channels: thread 0 polls each channel's next step without blocking and runs the first one
-// whose dependencies are met, so a step blocked on one channel never stalls another channel
-// (channels of a rank run concurrently in the plan's semantics).
+// moves itself). With at least two comm CTAs per channel, each channel gets
+// split = num_comm_ctas / channels CTAs that run every step of it together, each a 1/split part
+// (one CTA keeps too few bytes in flight for the memory system); the last part's CTA signals.
+// Otherwise channel g belongs to comm CTA g % num_comm_ctas, and a CTA interleaves its channels:
+// thread 0 polls each channel's next step without blocking and runs the first one whose
+// dependencies are met, so a step blocked on one channel never stalls another channel
+// (channels of a rank run concurrently in the plan's semantics). Before its first step a comm
+// CTA waits for the entry guards (peers entered the launch); comm CTA 0 ends with the tail waits
+// when the launch has no control CTA (launch_abi.h).
 // Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_COMM_CUH_
 #define SYNCOPATE_IMPL_COMM_CUH_
 
+#include <syncopate/impl/launch_waits.cuh>
 #include <syncopate/impl/schedule.cuh>
 #include <syncopate/impl/sync.cuh>
 #include <syncopate/impl/types.cuh>
@@ -17,6 +23,8 @@ namespace syncopate {
 // Channels one comm CTA interleaves at a time; more are handled in successive batches (launch
 // ceil(channels / 64) comm CTAs or more to keep every channel live).
 constexpr int kCommMaxChannelsPerCta = 64;
+// Arrival counters of split steps (args.step_counters), one per transfer-program step.
+constexpr int kStepCounterCapacity = 1 << 14;
 
 namespace detail {
 
@@ -28,7 +36,7 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
   for (int d = op.dep_begin; d < op.dep_end; ++d) {
     const WaitEntry w = Tables::deps()[d];
     const unsigned v = LoadAcquireSys(SignalWord(args, w));
-    if (v < args.epoch) {
+    if (!EpochReached(v, args.epoch)) {
       blocked = w;
       seen = v;
       return false;
@@ -36,7 +44,7 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
   }
   if (op.ready_chunk >= 0) {
     const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
-    if (v < args.epoch) {
+    if (!EpochReached(v, args.epoch)) {
       blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
       seen = v;
       return false;
@@ -57,14 +65,25 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
   const int ctas = static_cast<int>(args.num_comm_ctas);
   const int chan_begin = Tables::chan_base()[args.rank];
   const int chan_count = Tables::chan_base()[args.rank + 1] - chan_begin;
-  const int owned = chan_count > cta ? (chan_count - cta + ctas - 1) / ctas : 0;
+  const int total_ops = Tables::chan_ops()[Tables::chan_base()[Tables::kWorldSize]];
+  // slot: this CTA's place among `slots` channel owners; part of `parts` of each step.
+  int slot = cta, slots = ctas, part = 0, parts = 1;
+  if (chan_count > 0 && ctas >= 2 * chan_count && total_ops <= kStepCounterCapacity) {
+    parts = ctas / chan_count;
+    slot = cta % chan_count;
+    slots = chan_count;
+    part = cta / chan_count;
+    if (part >= parts) slot = chan_count;  // a leftover CTA: owns nothing
+  }
+  const int owned = chan_count > slot ? (chan_count - slot + slots - 1) / slots : 0;
   const bool tid0 = FlatThreadIdx() == 0;
+  if (owned > 0 && !__syncthreads_and(tid0 ? WaitGuards(args, -1) : true)) return;
 
   for (int batch = 0; batch < owned; batch += kCommMaxChannelsPerCta) {
     const int n = owned - batch < kCommMaxChannelsPerCta ? owned - batch : kCommMaxChannelsPerCta;
     if (tid0) {
       for (int j = 0; j < n; ++j) {
-        const int g = chan_begin + cta + (batch + j) * ctas;
+        const int g = chan_begin + slot + (batch + j) * slots;
         cursor[j] = Tables::chan_ops()[g];
         cursor_end[j] = Tables::chan_ops()[g + 1];
       }
@@ -74,8 +93,7 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
     for (;;) {
       if (tid0) {
         int pick = -1;  // -1: batch finished, -2: aborted
-        unsigned long long idle_since = 0;
-        unsigned backoff = 32;
+        SpinState st;
         for (;;) {
           bool left = false;
           WaitEntry blocked{0, 0, -1, -1};
@@ -90,21 +108,10 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
             }
           }
           if (pick >= 0 || !left) break;
-          if (LaunchAborted(args)) {
+          if (!SpinRound(args, st, -1, blocked, seen)) {
             pick = -2;
             break;
           }
-          const unsigned long long now = GlobalTimerNs();
-          if (idle_since == 0ull) idle_since = now;
-          if (args.wait_timeout_ns != 0ull && now - idle_since > args.wait_timeout_ns) {
-            RecordTimeout(args, -1, blocked, seen, now - idle_since);
-            pick = -2;
-            break;
-          }
-#if __CUDA_ARCH__ >= 700
-          __nanosleep(backoff);
-#endif
-          if (backoff < 1024) backoff *= 2;
         }
         next_step = pick;
       }
@@ -113,10 +120,11 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
       if (step == -2) return;
       if (step < 0) break;
       // Ends with a barrier, so next_step is not rewritten before every thread has read it.
-      MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments());
+      MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments(), part, parts, step);
     }
     __syncthreads();  // the cursors are rewritten by the next batch
   }
+  if (cta == 0 && args.num_control_ctas == 0) RunTailWaits(args);
 }
 
 }  // namespace syncopate

@@ -164,17 +164,44 @@ SYNCOPATE_DEVICE void AtomicReduceElement(char* dst, const char* src, int dtype,
   }
 }
 
+// Units [lo, hi) of a segment, unit u at row u / per_row. Each thread keeps kUnroll loads in
+// flight before it stores: a copy is latency-bound, and one vector per thread per round leaves a
+// CTA far below what the memory system takes (Little's law: bytes in flight / latency).
 template <class V>
-SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s, int tid,
-                               int nthreads) {
+SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s, long long lo,
+                               long long hi, int tid, int nthreads) {
+  constexpr int kUnroll = sizeof(V) >= 16 ? 4 : 8;
   const long long per_row = s.row_bytes / static_cast<long long>(sizeof(V));
-  const long long total = per_row * s.rows;
-  for (long long i = tid; i < total; i += nthreads) {
-    const long long r = s.rows == 1 ? 0 : i / per_row;
-    const long long u = i - r * per_row;
-    const V v = *reinterpret_cast<const V*>(src + s.src_offset + r * s.src_pitch + u * sizeof(V));
-    *reinterpret_cast<V*>(dst + s.dst_offset + r * s.dst_pitch + u * sizeof(V)) = v;
+  const bool flat = s.rows == 1 || (s.src_pitch == s.row_bytes && s.dst_pitch == s.row_bytes);
+  const char* sbase = src + s.src_offset;
+  char* dbase = dst + s.dst_offset;
+  auto src_at = [&](long long i) {
+    if (flat) return reinterpret_cast<const V*>(sbase) + i;
+    const long long r = i / per_row;
+    return reinterpret_cast<const V*>(sbase + r * s.src_pitch) + (i - r * per_row);
+  };
+  auto dst_at = [&](long long i) {
+    if (flat) return reinterpret_cast<V*>(dbase) + i;
+    const long long r = i / per_row;
+    return reinterpret_cast<V*>(dbase + r * s.dst_pitch) + (i - r * per_row);
+  };
+  long long i = lo + tid;
+  const long long step = static_cast<long long>(nthreads);
+  for (; i + (kUnroll - 1) * step < hi; i += kUnroll * step) {
+    V v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = *src_at(i + u * step);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) *dst_at(i + u * step) = v[u];
   }
+  for (; i < hi; i += step) *dst_at(i) = *src_at(i);
+}
+
+// Part `part` of `parts` of a range of `total` units: [lo, hi).
+SYNCOPATE_DEVICE void PartRange(long long total, int part, int parts, long long& lo,
+                                long long& hi) {
+  lo = total * part / parts;
+  hi = total * (part + 1) / parts;
 }
 
 SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegment& s,
@@ -190,25 +217,33 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 }  // namespace detail
 
 // Threads tid = 0 .. nthreads-1 of a group (the whole CTA, or e.g. the consumer warpgroups of a
-// warp-specialised kernel whose producer warps run ahead elsewhere): moves segments [begin, end)
-// from `src` to `dst` (byte offsets relative to the two base pointers), replacing or, with
-// `reduce`, reducing element-wise. Returns after the group's stores are issued.
+// warp-specialised kernel whose producer warps run ahead elsewhere): moves part `part` of
+// `parts` (every segment split evenly; the parts are run by different CTAs of a channel) of
+// segments [begin, end) from `src` to `dst` (byte offsets relative to the two base pointers),
+// replacing or, with `reduce`, reducing element-wise. Returns after the group's stores are
+// issued.
 SYNCOPATE_DEVICE void GroupMoveSegments(const CopySegment* segments, int begin, int end,
                                         const void* src_base, void* dst_base, int dtype,
-                                        int reduce, int tid, int nthreads) {
+                                        int reduce, int tid, int nthreads, int part = 0,
+                                        int parts = 1) {
   const char* src = static_cast<const char*>(src_base);
   char* dst = static_cast<char*>(dst_base);
   for (int i = begin; i < end; ++i) {
     const CopySegment s = segments[i];
+    long long lo = 0, hi = 0;
     if (reduce == kDevReduceNone) {
       if (detail::Aligned(src, dst, s, 16)) {
-        detail::CopyRows<uint4>(src, dst, s, tid, nthreads);
+        detail::PartRange(s.row_bytes / 16 * s.rows, part, parts, lo, hi);
+        detail::CopyRows<uint4>(src, dst, s, lo, hi, tid, nthreads);
       } else if (detail::Aligned(src, dst, s, 8)) {
-        detail::CopyRows<unsigned long long>(src, dst, s, tid, nthreads);
+        detail::PartRange(s.row_bytes / 8 * s.rows, part, parts, lo, hi);
+        detail::CopyRows<unsigned long long>(src, dst, s, lo, hi, tid, nthreads);
       } else if (detail::Aligned(src, dst, s, 4)) {
-        detail::CopyRows<unsigned>(src, dst, s, tid, nthreads);
+        detail::PartRange(s.row_bytes / 4 * s.rows, part, parts, lo, hi);
+        detail::CopyRows<unsigned>(src, dst, s, lo, hi, tid, nthreads);
       } else {
-        detail::CopyRows<unsigned char>(src, dst, s, tid, nthreads);
+        detail::PartRange(s.row_bytes * s.rows, part, parts, lo, hi);
+        detail::CopyRows<unsigned char>(src, dst, s, lo, hi, tid, nthreads);
       }
       continue;
     }
@@ -216,8 +251,8 @@ SYNCOPATE_DEVICE void GroupMoveSegments(const CopySegment* segments, int begin, 
     const bool pairs = esize == 2 && detail::Aligned(src, dst, s, 4);
     const long long unit = pairs ? 4 : esize;
     const long long per_row = s.row_bytes / unit;
-    const long long total = per_row * s.rows;
-    for (long long k = tid; k < total; k += nthreads) {
+    detail::PartRange(per_row * s.rows, part, parts, lo, hi);
+    for (long long k = lo + tid; k < hi; k += nthreads) {
       const long long r = s.rows == 1 ? 0 : k / per_row;
       const long long u = k - r * per_row;
       const char* from = src + s.src_offset + r * s.src_pitch + u * unit;
@@ -236,9 +271,9 @@ SYNCOPATE_DEVICE void GroupMoveSegments(const CopySegment* segments, int begin, 
 // this CTA's stores are issued; the caller fences and publishes.
 SYNCOPATE_DEVICE void CtaMoveSegments(const CopySegment* segments, int begin, int end,
                                       const void* src_base, void* dst_base, int dtype,
-                                      int reduce) {
+                                      int reduce, int part = 0, int parts = 1) {
   GroupMoveSegments(segments, begin, end, src_base, dst_base, dtype, reduce, FlatThreadIdx(),
-                    FlatBlockDim());
+                    FlatBlockDim(), part, parts);
 }
 
 }  // namespace syncopate

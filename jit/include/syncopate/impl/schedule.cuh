@@ -8,6 +8,7 @@
 #define SYNCOPATE_IMPL_SCHEDULE_CUH_
 
 #include <syncopate/impl/copy.cuh>
+#include <syncopate/impl/launch_waits.cuh>
 #include <syncopate/impl/sync.cuh>
 #include <syncopate/impl/types.cuh>
 
@@ -37,16 +38,30 @@ SYNCOPATE_DEVICE unsigned* SignalWordOn(const FusedLaunchArgs& args, int rank, i
   return (rank == args.rank ? args.signals : args.peer_signals[rank]) + signal;
 }
 
-// CTA-collective: moves one chunk (copy or reduce) and release-stores its destination signal.
+// CTA-collective: moves part `part` of `parts` of one chunk (copy or reduce); the CTA that
+// completes the last part release-stores the destination signal. Parts > 1 count arrivals in
+// args.step_counters[counter] (the last arrival resets it for the next launch). Ends with a
+// barrier.
 SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const TransferOp& op,
-                                         const CopySegment* segments) {
+                                         const CopySegment* segments, int part = 0,
+                                         int parts = 1, int counter = -1) {
   CtaMoveSegments(segments, op.seg_begin, op.seg_end, OperandOn(args, op.src_slot, op.src_rank),
-                  OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce);
+                  OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce, part, parts);
   __syncthreads();
   if (FlatThreadIdx() == 0) {
-    __threadfence_system();
-    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
+    __threadfence_system();  // this CTA's stores (or reductions) before its arrival
+    bool last = true;
+    if (parts > 1) {
+      const unsigned prev = atomicAdd(args.step_counters + counter, 1u);
+      last = prev + 1u == static_cast<unsigned>(parts);
+      if (last) {
+        atomicExch(args.step_counters + counter, 0u);
+        __threadfence_system();  // the other parts' stores before the signal
+      }
+    }
+    if (last) StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
   }
+  __syncthreads();
 }
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over `nthreads` threads (a multiple of 32):
@@ -127,12 +142,14 @@ class FusedSchedule {
  public:
   SYNCOPATE_DEVICE explicit FusedSchedule(const FusedLaunchArgs& args) : args_(args) {}
 
-  // Compute CTAs are blockIdx.x >= num_comm_ctas; tiles are dealt out among them.
+  // Compute CTAs follow the comm and control CTAs; tiles are dealt out among them.
   SYNCOPATE_DEVICE int first() const {
-    return static_cast<int>(blockIdx.x) - static_cast<int>(args_.num_comm_ctas);
+    return static_cast<int>(blockIdx.x) -
+           static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas);
   }
   SYNCOPATE_DEVICE int stride() const {
-    return static_cast<int>(gridDim.x) - static_cast<int>(args_.num_comm_ctas);
+    return static_cast<int>(gridDim.x) -
+           static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas);
   }
   SYNCOPATE_DEVICE int num_tiles() const { return Tables::kNumTiles; }
   SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
@@ -152,10 +169,10 @@ class FusedSchedule {
     int ok = 1;
     if (FlatThreadIdx() == 0) {
       const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
-      unsigned long long start_ns = 0;
+      SpinState st;
       for (int k = off[0]; k < off[1]; ++k) {
         const WaitEntry w = Tables::waits()[k];
-        if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, start_ns)) {
+        if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, st)) {
           ok = 0;
           break;
         }
@@ -191,6 +208,8 @@ class FusedSchedule {
       }
       if (__syncthreads_or(last)) {
         if (op.direct == kDirectMove && args_.num_comm_ctas > 0) {
+          // The peer must have entered this launch before we write into it.
+          if (!__syncthreads_and(tid0 ? WaitGuards(args_, op.dst_rank) : true)) return;
           MoveChunkAndSignal(args_, op, Tables::segments());
         }
         if (tid0) {
@@ -213,10 +232,10 @@ class FusedSchedule {
   // other roles (it owns the protocol for that) and return.
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile& t) const {
     const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
-    unsigned long long start_ns = 0;
+    SpinState st;
     for (int k = off[0]; k < off[1]; ++k) {
       const WaitEntry w = Tables::waits()[k];
-      if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, start_ns)) return false;
+      if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, st)) return false;
     }
 #if __CUDA_ARCH__ >= 900
     if (off[0] != off[1]) asm volatile("fence.proxy.async;" ::: "memory");
@@ -262,6 +281,11 @@ class FusedSchedule {
       g.sync();  // read before the next chunk's tid0 rewrites it
       if (last) {
         if (op.direct == kDirectMove && args_.num_comm_ctas > 0) {
+          if (tid0) syncopate_done_last = WaitGuards(args_, op.dst_rank) ? 1 : 0;
+          g.sync();
+          const int guarded = syncopate_done_last;
+          g.sync();
+          if (!guarded) return;
           GroupMoveChunkAndSignal(args_, op, Tables::segments(), g);
         }
         if (tid0) {

@@ -2,7 +2,8 @@
 //
 // Signals cross processes and GPUs, so acquire/release are system scope (.sys). Only one thread
 // of a CTA spins (the caller decides which); the CTA learns the outcome through a barrier.
-// Header-only, compiled by NVRTC and nvcc.
+// A spin reads device memory only, but for the host's abort flag every kHostAbortPollSpins-th
+// round (launch_abi.h says why). Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_SYNC_CUH_
 #define SYNCOPATE_IMPL_SYNC_CUH_
 
@@ -20,8 +21,8 @@ SYNCOPATE_DEVICE void StoreReleaseSys(unsigned* p, unsigned v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// The abort flag may live in host-mapped memory: a relaxed system-scope load sees host and peer
-// writes without ordering anything else.
+// Abort words are plain flags: a relaxed system-scope load sees host and peer writes without
+// ordering anything else.
 SYNCOPATE_DEVICE unsigned LoadRelaxedSys(const unsigned* p) {
   unsigned v;
   asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -34,14 +35,32 @@ SYNCOPATE_DEVICE unsigned long long GlobalTimerNs() {
   return t;
 }
 
+// `epoch` reached: cyclic comparison, as cuStreamWaitValue32's GEQ (epochs wrap after 2^32).
+SYNCOPATE_DEVICE bool EpochReached(unsigned seen, unsigned epoch) {
+  return static_cast<int>(seen - epoch) >= 0;
+}
+
+// Device-memory abort only: the fast check of every spin round.
+SYNCOPATE_DEVICE bool DeviceAborted(const FusedLaunchArgs& args) {
+  return args.device_abort != nullptr && LoadRelaxedSys(args.device_abort) != 0u;
+}
+
+// Both abort words; the host one costs a PCIe read.
 SYNCOPATE_DEVICE bool LaunchAborted(const FusedLaunchArgs& args) {
-  return args.abort_flag != nullptr && LoadRelaxedSys(args.abort_flag) != 0u;
+  return DeviceAborted(args) ||
+         (args.abort_flag != nullptr && LoadRelaxedSys(args.abort_flag) != 0u);
+}
+
+SYNCOPATE_DEVICE void RaiseAbort(const FusedLaunchArgs& args) {
+  __threadfence_system();
+  if (args.device_abort != nullptr) atomicExch(args.device_abort, 1u);
+  __threadfence_system();
 }
 
 // Fills the timeout record once per launch (the first expiring wait wins the atomicCAS) and
-// raises the abort flag so every other wait gives up at once.
+// raises the device abort word so every other wait gives up at once.
 SYNCOPATE_DEVICE void RecordTimeout(const FusedLaunchArgs& args, int tile, const WaitEntry& w,
-                                    unsigned seen, unsigned long long waited_ns) {
+                                    unsigned seen, unsigned long long waited_ns, int what = 0) {
   WaitTimeoutRecord* rec = args.timeout_record;
   if (rec != nullptr && atomicCAS(&rec->timed_out, 0u, 1u) == 0u) {
     volatile WaitTimeoutRecord* v = rec;
@@ -53,37 +72,47 @@ SYNCOPATE_DEVICE void RecordTimeout(const FusedLaunchArgs& args, int tile, const
     v->expected = args.epoch;
     v->seen = seen;
     v->waited_ns = waited_ns;
+    v->what = what;
   }
-  if (args.abort_flag != nullptr) {
-    __threadfence_system();
-    atomicExch(args.abort_flag, 1u);
-  }
-  __threadfence_system();
+  RaiseAbort(args);
 }
 
-// Spins (one thread) until *flag >= args.epoch. `start_ns` is when the enclosing wait began: a
-// wait set shares one deadline. Returns false when the launch aborted (this wait expired and
-// recorded it, or another wait had already expired).
-SYNCOPATE_DEVICE bool SpinUntilEpoch(const FusedLaunchArgs& args, const unsigned* flag,
-                                     const WaitEntry& w, int tile,
-                                     unsigned long long& start_ns) {
-  unsigned seen = LoadAcquireSys(flag);
-  if (seen >= args.epoch) return true;
-  if (start_ns == 0ull) start_ns = GlobalTimerNs();
+// One spin round's bookkeeping, shared by every waiting loop: sleeps with backoff, checks the
+// abort words (the host's rarely) and the deadline. Returns false when the wait must give up;
+// it then recorded the timeout (its own expiry) or saw another wait's abort.
+struct SpinState {
+  unsigned long long start_ns = 0;
   unsigned backoff = 32;
-  for (;;) {
-    if (LaunchAborted(args)) return false;
-    const unsigned long long now = GlobalTimerNs();
-    if (args.wait_timeout_ns != 0ull && now - start_ns > args.wait_timeout_ns) {
-      RecordTimeout(args, tile, w, seen, now - start_ns);
-      return false;
-    }
+  unsigned rounds = 0;
+};
+
+SYNCOPATE_DEVICE bool SpinRound(const FusedLaunchArgs& args, SpinState& st, int tile,
+                                const WaitEntry& w, unsigned seen, int what = 0) {
+  const unsigned long long now = GlobalTimerNs();
+  if (st.start_ns == 0ull) st.start_ns = now;
+  ++st.rounds;
+  const bool host_check = st.rounds % static_cast<unsigned>(kHostAbortPollSpins) == 0u;
+  if (host_check ? LaunchAborted(args) : DeviceAborted(args)) return false;
+  if (args.wait_timeout_ns != 0ull && now - st.start_ns > args.wait_timeout_ns) {
+    RecordTimeout(args, tile, w, seen, now - st.start_ns, what);
+    return false;
+  }
 #if __CUDA_ARCH__ >= 700
-    __nanosleep(backoff);
+  __nanosleep(st.backoff);
 #endif
-    if (backoff < 1024) backoff *= 2;
-    seen = LoadAcquireSys(flag);
-    if (seen >= args.epoch) return true;
+  if (st.backoff < 1024) st.backoff *= 2;
+  return true;
+}
+
+// Spins (one thread) until *flag reaches args.epoch. `st` spans a wait set: its waits share one
+// deadline. Returns false when the launch aborted (this wait expired and recorded it, or another
+// wait had already expired).
+SYNCOPATE_DEVICE bool SpinUntilEpoch(const FusedLaunchArgs& args, const unsigned* flag,
+                                     const WaitEntry& w, int tile, SpinState& st, int what = 0) {
+  for (;;) {
+    const unsigned seen = LoadAcquireSys(flag);
+    if (EpochReached(seen, args.epoch)) return true;
+    if (!SpinRound(args, st, tile, w, seen, what)) return false;
   }
 }
 

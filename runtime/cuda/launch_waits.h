@@ -1,0 +1,64 @@
+// The launch waits of one prepared launch (launch_abi.h, "Protocol"): which words the fused
+// kernel itself waits for, with a deadline, so that no stream of this process ever waits on
+// another process. Built on the host from the copy-engine program and the launch's peers; no
+// CUDA dependency (unit-tested without a GPU).
+//
+// Copy engine: every step with a condition (peer entered, a chunk forwarded to this rank or to
+//   another rank, an outgoing chunk this kernel produces) gets a gate: the control CTA waits for
+//   the step's words and release-stores gate_words[gate] = epoch; the step's side stream waits
+//   only for that host-mapped word, which this process's kernel (submitted before the side
+//   streams' work) or, after an abort, the host writes. Tails: every signal destined to this
+//   rank, and every rank pulling from it drained, before the kernel ends.
+// SM / direct: guards (entered[q] for each peer the kernel writes into or reads from) in the
+//   comm CTAs and before a direct move; tails in comm CTA 0.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cuda/copy_program.h"
+#include "syncopate/launch_abi.h"
+
+namespace syncopate::cuda {
+
+// A signal this rank receives in a launch, and who sets it (diagnosis).
+struct IncomingSignal {
+  int signal = 0;
+  int writer = 0;    // the rank executing the transfer
+  int transfer = -1;
+  friend bool operator==(const IncomingSignal&, const IncomingSignal&) = default;
+};
+
+// Device addresses of the protocol words, as mapped in this process.
+struct ProtocolWords {
+  std::function<uint64_t(int owner, int index)> signal;  // signals[index] of rank `owner`
+  std::function<uint64_t(int about)> entered;            // this rank's entered[about]
+  std::function<uint64_t(int about)> drained;            // this rank's drained[about]
+  std::function<uint64_t(int index)> chunk_ready;        // this rank's chunk_ready[index]
+};
+
+enum class WordKind : int32_t { kSignal = 0, kEntered = 1, kDrained = 2, kChunkReady = 3 };
+
+struct LaunchWaits {
+  std::vector<LaunchWaitOp> ops;
+  std::vector<int> step_gate;  // per copy-engine step: its gate, or -1 (no condition)
+  int num_gates = 0;
+  bool control_cta = false;    // a copy-engine launch with gates or tails
+};
+
+// `program` is null for SM / direct launches. InvalidArgument when the gates exceed
+// `gate_capacity` (the host-mapped gate words).
+absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* program,
+                                             const std::vector<int>& guarded_peers,
+                                             const std::vector<IncomingSignal>& incoming,
+                                             const std::vector<int>& pulled_by,
+                                             const ProtocolWords& words, int gate_capacity);
+
+// The message for a timed-out wait the kernel recorded.
+std::string DescribeTimeout(const WaitTimeoutRecord& record);
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,173 @@
+// The launch waits built for a prepared launch (launch_waits.h): every copy-engine step with a
+// condition gets its own gate holding exactly the step's words, at the addresses of the words
+// it names; no side stream is left waiting on another process; SM launches guard every peer
+// they touch; tails cover every incoming signal and every puller; gates beyond the capacity are
+// refused; timeout records read as sentences naming the peer. No GPU (LABEL unit).
+#include "runtime/cuda/launch_waits.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/plan/templates.h"
+
+namespace syncopate::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Distinct fake addresses per word kind, so a mixed-up word is visible.
+ProtocolWords Words() {
+  ProtocolWords w;
+  w.signal = [](int owner, int index) { return 0x100000ull * (owner + 1) + 4ull * index; };
+  w.entered = [](int about) { return 0x9000000ull + 4ull * about; };
+  w.drained = [](int about) { return 0xa000000ull + 4ull * about; };
+  w.chunk_ready = [](int index) { return 0xb000000ull + 4ull * index; };
+  return w;
+}
+
+uint64_t Addr(const LaunchWaitOp& op) { return reinterpret_cast<uint64_t>(op.word); }
+
+plan::Plan Template(const std::string& name, int world, int chunks) {
+  plan::TemplateParams tp;
+  tp.world_size = world;
+  tp.shape = {static_cast<int64_t>(world * chunks * 4), 32};
+  tp.dtype = plan::DType::kBF16;
+  tp.chunks_per_shard = chunks;
+  absl::StatusOr<plan::Plan> p = plan::BuildTemplate(name, tp);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *p;
+}
+
+BufferAddressFn FakeBuffers() {
+  return [](const std::string&, int rank) -> absl::StatusOr<uint64_t> {
+    return (static_cast<uint64_t>(rank) + 1) << 32;
+  };
+}
+
+TEST(LaunchWaitsTest, EveryCopyEngineConditionBecomesAGateOfItsStep) {
+  for (const char* name : {"allgather.push", "allgather.ring", "allgather.biring"}) {
+    const plan::Plan p = Template(name, 4, 2);
+    for (int r = 0; r < 4; ++r) {
+      absl::StatusOr<CopyProgram> prog = BuildCopyProgram(p, r, FakeBuffers());
+      ASSERT_TRUE(prog.ok()) << prog.status();
+      absl::StatusOr<LaunchWaits> w = BuildLaunchWaits(r, &*prog, {}, {}, {}, Words(), 4096);
+      ASSERT_TRUE(w.ok()) << w.status();
+      ASSERT_EQ(w->step_gate.size(), prog->steps.size());
+      std::set<int> gates;
+      size_t gate_ops = 0;
+      for (size_t i = 0; i < prog->steps.size(); ++i) {
+        const CopyStep& step = prog->steps[i];
+        if (step.waits.empty()) {
+          EXPECT_EQ(w->step_gate[i], -1);
+          continue;
+        }
+        const int g = w->step_gate[i];
+        ASSERT_GE(g, 0) << name << " rank " << r << " step " << i;
+        EXPECT_TRUE(gates.insert(g).second) << "gate " << g << " shared by two steps";
+        // The gate holds exactly the step's words, adjacent (the control CTA releases a gate
+        // after its last op).
+        std::vector<uint64_t> expected;
+        for (const WordWait& ww : step.waits) {
+          switch (ww.kind) {
+            case WaitKind::kEntered: expected.push_back(Words().entered(ww.index)); break;
+            case WaitKind::kSignal: expected.push_back(Words().signal(r, ww.index)); break;
+            case WaitKind::kPeerSignal: expected.push_back(Words().signal(ww.rank, ww.index)); break;
+            case WaitKind::kChunkReady: expected.push_back(Words().chunk_ready(ww.index)); break;
+          }
+        }
+        std::vector<uint64_t> got;
+        int first = -1, last = -1;
+        for (size_t k = 0; k < w->ops.size(); ++k) {
+          if (w->ops[k].kind == kGateWait && w->ops[k].gate == g) {
+            got.push_back(Addr(w->ops[k]));
+            if (first < 0) first = static_cast<int>(k);
+            last = static_cast<int>(k);
+          }
+        }
+        EXPECT_EQ(got, expected) << name << " rank " << r << " step " << i;
+        EXPECT_EQ(last - first + 1, static_cast<int>(got.size())) << "gate ops not adjacent";
+        gate_ops += got.size();
+        // Every peer write is gated on the peer's entry.
+        const plan::Transfer& t = *p.TransfersById()[step.transfer];
+        if (t.peer != r) {
+          EXPECT_TRUE(std::find(got.begin(), got.end(), Words().entered(t.peer)) != got.end() ||
+                      std::any_of(prog->steps.begin(), prog->steps.begin() + i,
+                                  [&](const CopyStep& e) {
+                                    return e.channel == step.channel &&
+                                           p.TransfersById()[e.transfer]->peer == t.peer;
+                                  }))
+              << name << " rank " << r << " writes rank " << t.peer << " ungated";
+        }
+      }
+      EXPECT_EQ(gate_ops, w->ops.size());  // no tails or guards were asked for
+      EXPECT_EQ(w->num_gates, static_cast<int>(gates.size()));
+      EXPECT_EQ(w->control_cta, !w->ops.empty());
+    }
+  }
+}
+
+TEST(LaunchWaitsTest, SmLaunchGuardsEveryPeerAndTailsCoverIncomingAndPullers) {
+  const std::vector<IncomingSignal> incoming = {{3, 1, 7}, {5, 2, 9}};
+  absl::StatusOr<LaunchWaits> w =
+      BuildLaunchWaits(0, nullptr, {0, 1, 2}, incoming, {0, 3}, Words(), 4096);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_FALSE(w->control_cta);  // SM: comm CTA 0 runs the tails
+  EXPECT_EQ(w->num_gates, 0);
+  std::vector<std::pair<int, uint64_t>> got;
+  for (const LaunchWaitOp& op : w->ops) got.push_back({op.kind, Addr(op)});
+  const std::vector<std::pair<int, uint64_t>> expected = {
+      {kGuardWait, Words().entered(1)},  {kGuardWait, Words().entered(2)},  // not itself
+      {kTailWait, Words().signal(0, 3)}, {kTailWait, Words().signal(0, 5)},
+      {kTailWait, Words().drained(3)}};
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(w->ops[2].peer, 1);
+  EXPECT_EQ(w->ops[2].transfer, 7);
+}
+
+TEST(LaunchWaitsTest, CopyEngineLaunchWithOnlyTailsStillGetsAControlCta) {
+  CopyProgram empty;
+  absl::StatusOr<LaunchWaits> w = BuildLaunchWaits(1, &empty, {}, {{0, 0, 4}}, {}, Words(), 4096);
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->control_cta);
+  ASSERT_EQ(w->ops.size(), 1u);
+  EXPECT_EQ(w->ops[0].kind, kTailWait);
+}
+
+TEST(LaunchWaitsTest, TooManyGatesAreRefusedNamingTheCapacity) {
+  const plan::Plan p = Template("allgather.push", 4, 8);
+  absl::StatusOr<CopyProgram> prog = BuildCopyProgram(p, 0, FakeBuffers());
+  ASSERT_TRUE(prog.ok());
+  ASSERT_GT(prog->steps.size(), 3u);
+  absl::StatusOr<LaunchWaits> w = BuildLaunchWaits(0, &*prog, {}, {}, {}, Words(), 2);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.status().message(), HasSubstr("more than 2 steps"));
+}
+
+TEST(LaunchWaitsTest, TimeoutRecordsNameTheWordAndThePeer) {
+  WaitTimeoutRecord r{};
+  r.timed_out = 1;
+  r.rank = 2;
+  r.tile = -1;
+  r.peer = 1;
+  r.expected = 7;
+  r.seen = 6;
+  r.waited_ns = 2'000'000'000ull;
+  r.what = (kGuardWait + 1) | (static_cast<int>(WordKind::kEntered) << 4);
+  EXPECT_THAT(DescribeTimeout(r), HasSubstr("rank 2 waited 2000 ms for rank 1 to enter launch 7 "
+                                            "before writing into its buffers"));
+  r.what = (kTailWait + 1) | (static_cast<int>(WordKind::kSignal) << 4);
+  r.signal = 4;
+  r.chunk = 12;
+  EXPECT_THAT(DescribeTimeout(r),
+              HasSubstr("signal 4 (transfer 12) from rank 1 before the launch may end"));
+  r.what = (kTailWait + 1) | (static_cast<int>(WordKind::kDrained) << 4);
+  EXPECT_THAT(DescribeTimeout(r), HasSubstr("rank 1 to finish pulling from rank 2"));
+  r.what = 0;
+  r.tile = 5;
+  EXPECT_THAT(DescribeTimeout(r), HasSubstr("from rank 1: expected epoch 7, saw 6 (tile 5"));
+}
+
+}  // namespace
+}  // namespace syncopate::cuda
