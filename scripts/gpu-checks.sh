@@ -19,7 +19,9 @@ failed=()
 step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
   local name=$1; shift
   echo "== $name: $*"
-  if timeout "${STEP_TIMEOUT:-300}" "$@" >"$out/$name.log" 2>&1; then
+  local run=(timeout "${STEP_TIMEOUT:-300}")
+  if declare -F "$1" >/dev/null; then run=(); fi  # a function applies the timeout itself
+  if "${run[@]}" "$@" >"$out/$name.log" 2>&1; then
     tail -n 2 "$out/$name.log"
   else
     echo "   FAILED (exit $?); last lines:"; tail -n 25 "$out/$name.log"; failed+=("$name")
@@ -42,12 +44,13 @@ in_mode() {
   local kind=${mode%%:*} conns=${mode##*:}
   if [[ $kind == mps ]]; then
     mps_start || { echo "   MPS did not start"; return 1; }
-    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${MPS_PCT:-50} CUDA_DEVICE_MAX_CONNECTIONS=$conns "$@"
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${MPS_PCT:-50} CUDA_DEVICE_MAX_CONNECTIONS=$conns \
+      timeout "${STEP_TIMEOUT:-300}" "$@"
     local rc=$?
     mps_stop
     return $rc
   fi
-  CUDA_DEVICE_MAX_CONNECTIONS=$conns "$@"
+  CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout "${STEP_TIMEOUT:-300}" "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:SymmetricMemory*:InterNode*'}

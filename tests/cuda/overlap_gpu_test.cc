@@ -295,10 +295,19 @@ TEST(FusedTimeoutTest, WgmmaKernelNamesTheAbsentRank) {
   auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, Backend::kSm, 2, 300, 136, 64}, c);
   if (results[0].code() == absl::StatusCode::kFailedPrecondition) GTEST_SKIP() << results[0];
   EXPECT_TRUE(results[2].ok()) << results[2];
+  // As in NeverLaunchingRankIsNamedAndTheGpuStaysUsable: at least one survivor names rank 2; the
+  // other may name the survivor that aborted first (seen under MPS, where both run at once).
+  int named_absent = 0;
   for (int r : {0, 1}) {
     EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded) << "rank " << r << ": " << results[r];
-    EXPECT_THAT(results[r].message(), HasSubstr("rank 2")) << results[r];
+    const bool absent = absl::StrContains(results[r].message(), "from rank 2") ||
+                        absl::StrContains(results[r].message(), "for rank 2 ");
+    named_absent += absent;
+    if (!absent) {
+      EXPECT_THAT(results[r].message(), HasSubstr(absl::StrCat("rank ", 1 - r))) << results[r];
+    }
   }
+  EXPECT_GE(named_absent, 1) << results[0] << " / " << results[1];
 }
 
 TEST(FusedBackendTest, CopyEngineRefusesReductions) {
