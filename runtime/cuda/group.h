@@ -233,12 +233,7 @@ class Group {
   uint32_t synced_epoch_ = 0;
   bool captured_launch_ = false;    // set while CaptureGraph records
   bool broken_ = false;
-  // What the last launch's streams wait on, for Sync()'s diagnosis.
-  std::vector<WordWait> last_waits_;
-  int last_num_signals_ = 0;
-  int last_num_chunks_ = 0;
-  absl::Duration last_wait_timeout_ = absl::Seconds(2);
-  PinnedHostBuffer readback_;  // diagnosis reads words into pinned memory (never pageable)
+  absl::Duration last_wait_timeout_ = absl::Seconds(2);  // the last launch's, for Sync's watch
   Stream capture_stream_;
   std::vector<Event> join_events_;
 };
