@@ -37,7 +37,6 @@ constexpr size_t kDrainedOffset = kEnteredOffset + sizeof(uint32_t) * kMaxRanks;
 constexpr size_t kControlBytes = kDrainedOffset + sizeof(uint32_t) * kMaxRanks;
 
 constexpr int kGateCapacity = 4096;         // gate words: copy-engine steps with a condition
-constexpr int kStepCounterCapacity = 1 << 14;  // = the device's (impl/comm.cuh)
 
 // Host-mapped words.
 struct HostWords {

@@ -382,23 +382,25 @@ absl::Status Group::Sync(CUstream stream) {
     sleep_us = std::min(sleep_us * 2, 1000);
   }
   CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
-  if (words->record.timed_out != 0) {
+  if (absl::Status timed_out = RecordedTimeout(); !timed_out.ok()) {
     broken_ = true;
-    WaitTimeoutRecord copy;
-    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(&words->record), sizeof(copy));
-    return absl::DeadlineExceededError(DescribeTimeout(copy));
+    return timed_out;
   }
   synced_epoch_ = epoch_;
   return absl::OkStatus();
 }
 
+absl::Status Group::RecordedTimeout() const {
+  const volatile WaitTimeoutRecord& record = host_words().record;
+  if (record.timed_out == 0) return absl::OkStatus();
+  WaitTimeoutRecord copy;
+  std::memcpy(&copy, const_cast<const WaitTimeoutRecord*>(&record), sizeof(copy));
+  return absl::DeadlineExceededError(DescribeTimeout(copy));
+}
+
 absl::Status Group::Diagnose(uint32_t epoch, absl::Duration waited) {
-  volatile HostWords* words = &host_words();
-  if (words->record.timed_out != 0) {
-    WaitTimeoutRecord copy;
-    std::memcpy(&copy, const_cast<WaitTimeoutRecord*>(&words->record), sizeof(copy));
-    return absl::DeadlineExceededError(DescribeTimeout(copy));
-  }
+  RETURN_IF_ERROR(RecordedTimeout());
+  const volatile HostWords* words = &host_words();
   return absl::DeadlineExceededError(absl::StrFormat(
       "rank %d: launch %u made no progress for %d ms (last launch started on its stream: %u, "
       "last finished: %u) and no device-side wait timed out: a kernel that never returns, or "

@@ -120,8 +120,6 @@ struct KernelLaunch {
   unsigned num_control_ctas = 0;  // 1: CTA num_comm_ctas runs gates and tails
   std::vector<int> step_gates;    // per copy step: gate word index, or -1
   bool waits_prepared = false;
-  int num_outgoing_chunks = 0;
-  int num_signals = 0;            // signal words this rank receives (for diagnosis)
   // Plan buffers that only reductions write on this rank (e.g. ReduceScatter's "output", where
   // even the own contribution is a SUM into it) start every launch at the op's identity.
   std::vector<IdentityFill> identity_fills;
@@ -192,6 +190,8 @@ class Group {
                            const LaunchTimeouts& timeouts) const;
   absl::Status EnsureSideStreams(int n);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
+  // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
+  absl::Status RecordedTimeout() const;
   absl::Status Unblock(uint32_t epoch);
   HostWords& host_words() const { return *static_cast<HostWords*>(host_words_.host()); }
   CUdeviceptr HostWordDevice(size_t offset) const { return host_words_.device() + offset; }

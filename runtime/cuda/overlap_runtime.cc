@@ -233,8 +233,6 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   l.shared_bytes = static_cast<unsigned>(md.dynamic_smem_bytes);
   l.operands = bound.operands_;
   l.peer_operands = bound.peer_table_.get();
-  l.num_outgoing_chunks = md.num_outgoing_chunks;
-  l.num_signals = md.num_signals;
   const plan::Plan& plan = k.plan();
   std::set<int> peers, pulled_by;
   for (const plan::Transfer* t : plan.TransfersById()) {

@@ -222,6 +222,13 @@ TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
   for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rs rank " << r << ": " << results[r];
 }
 
+// "... for chunk 7 (signal 2) from rank 1 ..." or "... waited 500 ms for rank 2 to enter
+// launch 1 ...": whether `s` names `peer` as the rank a wait was for.
+bool NamesWaitedForRank(const absl::Status& s, int peer) {
+  return absl::StrContains(s.message(), absl::StrCat("from rank ", peer)) ||
+         absl::StrContains(s.message(), absl::StrCat("for rank ", peer, " "));
+}
+
 TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
   SYNCOPATE_REQUIRE_GPU();
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
@@ -235,20 +242,14 @@ TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
     // may name the first of them instead: a rank that gave up on rank 2 aborts its launch, and
     // what it had not yet sent then never arrives either (seen once in four H200 runs: rank 0
     // named rank 1). Until an abort carries its cause to the peers, that is the contract.
-    // "... for chunk 7 (signal 2) from rank 1 ..." or "... waited 500 ms for rank 2 to enter
-    // launch 1 ...": the rank a wait was for.
-    auto names = [](const absl::Status& s, int peer) {
-      return absl::StrContains(s.message(), absl::StrCat("from rank ", peer)) ||
-             absl::StrContains(s.message(), absl::StrCat("for rank ", peer, " "));
-    };
     int named_absent = 0;
     for (int r : {0, 1}) {
       EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
           << cuda::BackendName(b) << " rank " << r << ": " << results[r];
-      const bool absent = names(results[r], 2);
+      const bool absent = NamesWaitedForRank(results[r], 2);
       named_absent += absent;
       if (!absent) {
-        EXPECT_TRUE(names(results[r], 1 - r)) << results[r];
+        EXPECT_TRUE(NamesWaitedForRank(results[r], 1 - r)) << results[r];
       }
     }
     EXPECT_GE(named_absent, 1) << cuda::BackendName(b) << ": " << results[0] << " / " << results[1];
@@ -300,8 +301,7 @@ TEST(FusedTimeoutTest, WgmmaKernelNamesTheAbsentRank) {
   int named_absent = 0;
   for (int r : {0, 1}) {
     EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded) << "rank " << r << ": " << results[r];
-    const bool absent = absl::StrContains(results[r].message(), "from rank 2") ||
-                        absl::StrContains(results[r].message(), "for rank 2 ");
+    const bool absent = NamesWaitedForRank(results[r], 2);
     named_absent += absent;
     if (!absent) {
       EXPECT_THAT(results[r].message(), HasSubstr(absl::StrCat("rank ", 1 - r))) << results[r];

@@ -80,6 +80,9 @@ struct LaunchWaitOp {
                               // 2 drained, 3 chunk_ready
 };
 constexpr int kHostAbortPollSpins = 64;
+// Arrival counters of transfer-program steps split over several comm CTAs
+// (FusedLaunchArgs::step_counters), one per step.
+constexpr int kStepCounterCapacity = 1 << 14;
 
 struct FusedLaunchArgs {
   void* operands[kMaxOperands];   // this rank's operand pointers, in kernel-spec order

@@ -23,8 +23,6 @@ namespace syncopate {
 // Channels one comm CTA interleaves at a time; more are handled in successive batches (launch
 // ceil(channels / 64) comm CTAs or more to keep every channel live).
 constexpr int kCommMaxChannelsPerCta = 64;
-// Arrival counters of split steps (args.step_counters), one per transfer-program step.
-constexpr int kStepCounterCapacity = 1 << 14;
 
 namespace detail {
 
