@@ -616,6 +616,7 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
     cuda::LaunchOptions lo;
     lo.backend = backend_of(b);
     lo.timeout = absl::Milliseconds(f_.timeout_ms);
+    lo.free_ctas = f_.ce_free_ctas;
     return lo;
   };
   const double comm_bytes =

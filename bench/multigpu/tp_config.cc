@@ -106,6 +106,8 @@ communication alone, with every output checked against an fp32 reference.
                                                                               allreduce.rs_ag]
   --warmup N --reps N   per measured config (median of reps; max over ranks)          [3, 10]
   --timeout-ms N        device-side wait deadline                                     [10000]
+  --ce-free-ctas N      copy engine: CTA slots the fused kernel leaves for the driver's copies
+                        (cuda::DefaultCopyEngineFreeCtas says why)              [-1: default]
   --no-check            skip the correctness checks (not for reported numbers)
   --csv PATH            results (appended; header written when the file is new) [tp_bench.csv]
   --cache-dir DIR       kernel cache shared by the ranks     [/tmp/syncopate-tp-bench-cache]
@@ -121,10 +123,10 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
   BenchFlags f;
   const std::set<std::string> kBoolFlags = {"list", "plan-only", "nvrtc", "no-check", "help"};
   const std::set<std::string> kValueFlags = {
-      "gpus",    "ranks-per-gpu", "tp",         "workloads",  "models",        "tokens",
-      "chunks",  "backends",      "ag-plan",    "rs-plan",    "ar-plan",       "warmup",
-      "reps",    "timeout-ms",    "run-timeout-s", "csv",     "cache-dir",     "arch",
-      "gemm"};
+      "gpus",    "ranks-per-gpu", "tp",         "workloads", "models",       "tokens",
+      "chunks",  "backends",      "ag-plan",    "rs-plan",   "ar-plan",      "warmup",
+      "reps",    "timeout-ms",    "run-timeout-s", "csv",   "cache-dir",    "arch",
+      "gemm",    "ce-free-ctas"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -206,6 +208,9 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "timeout-ms") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 1, 600000));
       f.timeout_ms = static_cast<int>(v);
+    } else if (name == "ce-free-ctas") {
+      ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 0, 100000));
+      f.ce_free_ctas = static_cast<int>(v);
     } else if (name == "run-timeout-s") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 1, 86400));
       f.run_timeout_s = static_cast<int>(v);

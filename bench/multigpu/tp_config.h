@@ -61,6 +61,7 @@ struct BenchFlags {
   int warmup = 3;
   int reps = 10;
   int timeout_ms = 10000;  // every device-side wait's deadline
+  int ce_free_ctas = -1;   // copy engine: CTA slots left for the driver's copies (-1: default)
   bool check = true;
   std::string csv = "tp_bench.csv";
   std::string cache_dir = "/tmp/syncopate-tp-bench-cache";

@@ -208,6 +208,8 @@ int DefaultCommCtas(int channels, int resident) {
   return std::max(channels, budget / channels * channels);
 }
 
+int DefaultCopyEngineFreeCtas(int resident) { return std::max(1, resident / 32); }
+
 absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
                                                             const LaunchOptions& options) {
   const FusedKernel& k = *bound.kernel_;
@@ -221,7 +223,11 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
     comm = options.comm_ctas > 0 ? options.comm_ctas
                                  : DefaultCommCtas(md.suggested_comm_ctas, resident);
   }
-  const auto key = std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas);
+  const int free_ctas = backend != Backend::kCopyEngine ? 0
+                        : options.free_ctas >= 0    ? options.free_ctas
+                                                    : DefaultCopyEngineFreeCtas(resident);
+  const auto key =
+      std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas, free_ctas);
   auto it = bound.launches_.find(key);
   if (it != bound.launches_.end()) return &it->second;
 
@@ -280,16 +286,17 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   }
   RETURN_IF_ERROR(group_->PrepareWaits(l));
   // Every CTA that waits must be resident with the ones it waits for: comm and control CTAs
-  // always, compute CTAs up to what fits beside them.
+  // always, compute CTAs up to what fits beside them and the slots the driver's copies need
+  // (DefaultCopyEngineFreeCtas says why).
   const int fixed = comm + static_cast<int>(l.num_control_ctas);
   int compute = options.compute_ctas > 0 ? options.compute_ctas
-                                         : std::min(md.num_tiles, resident - fixed);
+                                         : std::min(md.num_tiles, resident - fixed - free_ctas);
   compute = std::max(compute, 1);
-  if (fixed > 0 && fixed + compute > resident) {
+  if ((fixed > 0 || free_ctas > 0) && fixed + compute + free_ctas > resident) {
     return absl::InvalidArgumentError(absl::StrCat(
         BackendName(backend), " backend needs every CTA resident: ", comm, " communication + ",
-        l.num_control_ctas, " control + ", compute, " compute CTAs > ", resident,
-        " that fit on this GPU"));
+        l.num_control_ctas, " control + ", compute, " compute CTAs + ", free_ctas,
+        " left free for the driver's copies > ", resident, " that fit on this GPU"));
   }
   l.grid[0] = static_cast<unsigned>(fixed + compute);
   auto [inserted, ok] = bound.launches_.emplace(key, std::move(l));

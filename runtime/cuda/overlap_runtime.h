@@ -44,11 +44,25 @@ namespace syncopate::cuda {
 // (`channels`, each channel's steps split over its CTAs), up to 16 and an eighth of `resident`.
 int DefaultCommCtas(int channels, int resident);
 
+// CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.
+//
+// Why: the driver may run a device-to-device cuMemcpyAsync as a kernel on the SMs (it does on
+// the H200 for copies between two processes' mappings of the one GPU, at most chunk sizes). A
+// fused kernel that holds every resident CTA slot while its tiles wait for those very copies
+// deadlocks until its deadline: measured 2026-12-04, a probe kernel of all 4224 (2112 under
+// MPS) slots stalls a side-stream copy, one slot fewer lets it through; the tp bench's
+// AllGather at 2-8 chunks timed out on every launch with no slot free and passed with one.
+// More free slots speed the copies (8B AG comm-only, chunks 2: 9 GB/s per rank with 1 free,
+// 45 with 16, 318 with 40 of 132) but take them from the GEMM (fused 1.63 ms with 4 free,
+// 2.0 with 16, 3.7 with 40): a few by default, LaunchOptions::free_ctas for more.
+int DefaultCopyEngineFreeCtas(int resident);
+
 struct LaunchOptions {
   Backend backend = Backend::kCopyEngine;
   absl::Duration timeout = absl::Milliseconds(2000);  // every wait's deadline
   int comm_ctas = 0;     // SM backend: 0 = DefaultCommCtas
   int compute_ctas = 0;  // 0 = persistent: min(tiles, resident CTAs for the rest of the GPU)
+  int free_ctas = -1;    // copy engine: slots left for the driver's copies; -1 = default
 };
 
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
@@ -103,7 +117,7 @@ class BoundKernel {
   DeviceBuffer peer_table_;
   std::map<std::string, std::vector<CUdeviceptr>> slot_addresses_;  // buffer -> per rank
   // (backend, comm ctas, compute ctas option) -> launch
-  std::map<std::tuple<int, int, int>, KernelLaunch> launches_;
+  std::map<std::tuple<int, int, int, int>, KernelLaunch> launches_;
 };
 
 class OverlapRuntime {

@@ -112,6 +112,25 @@ std::vector<Param> Matrix() {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FusedWorkloadTest, ::testing::ValuesIn(Matrix()), Name);
 
+// More tiles than resident CTAs (a persistent grid that would fill the GPU) and chunks of
+// megabytes on the copy engine: the driver runs such device-to-device copies as kernels, so a
+// grid holding every slot while its tiles wait for the copies deadlocked on every launch
+// (tp bench, 2-8 chunks, 2026-12-04). The launch leaves DefaultCopyEngineFreeCtas slots free.
+TEST(FusedCopyEngineTest, MegabyteChunksUnderAGridThatFillsTheGpu) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (int chunks : {2, 4}) {
+    WorkloadConfig c;
+    c.launches = 3;
+    // 512 tiles of 128 x 128; A's shard 2048 x 2048 bf16 = 8 MB, so chunks of 4 and 2 MB.
+    auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16,
+                                Backend::kCopyEngine, chunks, 4096, 2048, 2048},
+                               c);
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << chunks << " chunks, rank " << r << ": " << results[r];
+    }
+  }
+}
+
 // The Hopper kernel (gemm_wgmma.cuh, 128 x 256 tiles, warp-specialised): fused AllGather+GEMM and
 // GEMM+ReduceScatter against the fp32 reference, world 2 and 4, both dtypes, shapes that are not
 // tile multiples (M, N tails; K a multiple of 8 but not of the 64-wide k-block).
