@@ -58,9 +58,28 @@ absl::Status CheckJobId(const std::string& job_id, const char* field) {
   if (job_id.empty()) return Bad(field, "is required");
   if (job_id.size() > 128) return Bad(field, absl::StrCat("is ", job_id.size(), " bytes, at most 128"));
   for (char c : job_id) {
+    // No '#': the registry joins a job id and a generation with it to make group ids.
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-' || c == '#';
-    if (!ok) return Bad(field, "may contain only letters, digits and . _ : / - #");
+                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
+    if (!ok) return Bad(field, "may contain only letters, digits and . _ : / -");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGroupId(const std::string& group_id, const char* field) {
+  const size_t hash = group_id.find('#');
+  if (hash == std::string::npos) {
+    return Bad(field, "is not a group id (<job_id>#<generation>, as Join returned it)");
+  }
+  if (absl::Status s = CheckJobId(group_id.substr(0, hash), field); !s.ok()) return s;
+  const std::string generation = group_id.substr(hash + 1);
+  if (generation.empty() || generation.size() > 64) {
+    return Bad(field, "has a generation of 1..64 characters after '#'");
+  }
+  for (char c : generation) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-';
+    if (!ok) return Bad(field, "generation (after '#') may contain only letters, digits and -");
   }
   return absl::OkStatus();
 }
@@ -77,8 +96,7 @@ absl::Status CheckJoinRequest(const v1::JoinRequest& request, const RequestLimit
 }
 
 absl::Status CheckAgreeRequest(const v1::AgreeRequest& request, const RequestLimits& limits) {
-  // Group ids are job ids with a generation suffix, so the same alphabet applies.
-  RETURN_IF_ERROR(CheckJobId(request.group_id(), "group_id"));
+  RETURN_IF_ERROR(CheckGroupId(request.group_id(), "group_id"));
   RETURN_IF_ERROR(CheckCount(request.rank(), 0, limits.max_world_size - 1, "rank"));
   if (!request.has_proposal()) return Bad("proposal", "is required");
   if (request.leader_address().size() > 512) return Bad("leader_address", "is longer than 512 bytes");
