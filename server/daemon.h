@@ -1,6 +1,7 @@
-// One daemon instance: the services of syncopated on a gRPC server, listening on a Unix socket
-// (local clients) and TCP (peer daemons; token, TLS when configured), with grpc.health.v1 and
-// server reflection — or in-process only, for the client library's embedded mode.
+// One daemon instance: the services of syncopated on two gRPC servers, one on a Unix socket
+// (local clients) and in-process, one on TCP (peer daemons; token checked before a message is
+// read, its own message limit, TLS when configured), each with grpc.health.v1 and server
+// reflection; or in-process only, for the client library's embedded mode.
 //
 // Shutdown drains: health goes NOT_SERVING, new calls get Unavailable, waiting rendezvous and
 // agreement calls fail at once with Unavailable naming this daemon, and calls in flight (compiles)

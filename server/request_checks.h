@@ -30,7 +30,7 @@ struct RequestLimits {
 
 // job_id: [A-Za-z0-9._:/-]{1,128} (service.proto's alphabet).
 absl::Status CheckJobId(const std::string& job_id, const char* field);
-// group_id: <job_id>#<generation>, generation [A-Za-z0-9-]{1,64} (GroupRegistry makes them).
+// group_id: [A-Za-z0-9._:/#-]{1,256}; GroupRegistry makes them as <job_id>#<generation>.
 absl::Status CheckGroupId(const std::string& group_id, const char* field);
 
 absl::Status CheckJoinRequest(const v1::JoinRequest& request, const RequestLimits& limits);
