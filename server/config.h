@@ -31,7 +31,14 @@ struct DaemonConfig {
   std::string tls_ca;             // PEM roots for connecting to peers with TLS
   std::string cache_dir;          // kernel cache directory ("" = memory only)
   int64_t cache_max_bytes = int64_t{4} << 30;
-  int64_t max_message_bytes = int64_t{64} << 20;
+  int64_t max_message_bytes = int64_t{64} << 20;  // Unix socket and in-process
+  // TCP callers are peer daemons forwarding Join/Agree/Exchange (Compile is local): a plan at
+  // RequestLimits::max_transfers fits, and an unauthenticated stranger cannot make the daemon
+  // hold much.
+  int64_t tcp_max_message_bytes = int64_t{16} << 20;
+  // gRPC's memory quota for both listeners: connections' buffers and messages being read.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t group_idle_ttl_ms = 3600000;  // a formed group without calls ends after this
   int64_t default_wait_ms = 60000;    // rendezvous/agreement wait when the request gives none
   int64_t max_wait_ms = 600000;       // upper bound on any server-side wait
   int64_t shutdown_grace_ms = 5000;   // in-flight calls get this long after SIGTERM

@@ -6,8 +6,7 @@
 
 #include <filesystem>
 #include <mutex>
-#include <fstream>
-#include <sstream>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -15,36 +14,24 @@
 #include "absl/strings/str_cat.h"
 #include "server/compile_service.h"
 #include "server/rendezvous_service.h"
+#include "server/tcp_auth.h"
+#include "server/unix_socket_claim.h"
 #include "spdlog/spdlog.h"
 
 namespace syncopate::server {
 namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* key) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(key, ": cannot read ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
-    const DaemonConfig& config) {
-  if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options;
-  absl::StatusOr<std::string> cert = ReadPem(config.tls_cert, "tls_cert");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(config.tls_key, "tls_key");
-  if (!key.ok()) return key.status();
-  options.pem_key_cert_pairs.push_back({*key, *cert});
-  if (!config.tls_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadPem(config.tls_ca, "tls_ca");
-    if (!ca.ok()) return ca.status();
-    options.pem_root_certs = *ca;
-  }
-  // The shared token authenticates peers; TLS gives confidentiality and server identity.
-  options.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
-  return grpc::SslServerCredentials(options);
+// What both listeners share: keepalive both ways (a forwarding daemon that dies silently, no FIN,
+// is noticed, and peers' keepalive pings are welcome) and one resource quota.
+void CommonOptions(const DaemonConfig& config, grpc::ResourceQuota& quota,
+                   grpc::ServerBuilder& builder) {
+  const int half = static_cast<int>(std::max<int64_t>(50, config.peer_timeout_ms / 2));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.SetResourceQuota(quota);
 }
 
 }  // namespace
@@ -78,47 +65,63 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
-  grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
-  // Keepalive both ways: a forwarding daemon that dies silently (no FIN) is noticed, and peers'
-  // keepalive pings are welcome.
-  const int half = static_cast<int>(std::max<int64_t>(50, config.peer_timeout_ms / 2));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // One quota for both listeners: gRPC's memory for connections and messages being read is
+  // bounded (max_inflight_bytes; under pressure it shrinks flow-control windows and stops reading)
+  // as are its threads.
   grpc::ResourceQuota quota("syncopated");
   quota.SetMaxThreads(64 + 4 * config.compile_threads);
-  builder.SetResourceQuota(quota);
+  quota.Resize(static_cast<size_t>(config.max_inflight_bytes));
 
+  // Two servers, because gRPC's message size limit is per server, not per port: the Unix socket
+  // and in-process channel serve local clients (max_message_bytes); TCP serves peer daemons and
+  // strangers (tcp_max_message_bytes on what it reads, and the token checked before reading).
+  grpc::ServerBuilder local;
+  local.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  local.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  CommonOptions(config, quota, local);
   if (!config.unix_socket.empty()) {
     std::error_code ignored;
     std::filesystem::create_directories(std::filesystem::path(config.unix_socket).parent_path(),
                                         ignored);
-    struct stat st;
-    // A socket left by a daemon that crashed would make the bind fail.
-    if (lstat(config.unix_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      unlink(config.unix_socket.c_str());
+    // Refuses a path a live daemon listens on; removes a stale socket left by one that died.
+    if (absl::Status claimed = ClaimUnixSocket(config.unix_socket); !claimed.ok()) {
+      return claimed;
     }
-    builder.AddListeningPort("unix:" + config.unix_socket, grpc::InsecureServerCredentials());
-    daemon->socket_path_ = config.unix_socket;
+    local.AddListeningPort("unix:" + config.unix_socket, grpc::InsecureServerCredentials());
   }
+  local.RegisterService(daemon->rendezvous_.get());
+  local.RegisterService(daemon->compiler_.get());
+  local.RegisterService(daemon->stats_.get());
+  daemon->server_ = local.BuildAndStart();
+  if (daemon->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve: binding unix:", config.unix_socket, " failed (permissions?)"));
+  }
+  if (!config.unix_socket.empty()) {
+    daemon->socket_path_ = config.unix_socket;
+    daemon->socket_inode_ = SocketInode(config.unix_socket);
+  }
+
   int tcp_port = 0;
   if (!config.listen.empty()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = TcpCredentials(config);
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+        TcpServerCredentials(config, &env->counters().rejected_calls);
     if (!creds.ok()) return creds.status();
-    builder.AddListeningPort(config.listen, *creds, &tcp_port);
-  }
-  builder.RegisterService(daemon->rendezvous_.get());
-  builder.RegisterService(daemon->compiler_.get());
-  builder.RegisterService(daemon->stats_.get());
-  daemon->server_ = builder.BuildAndStart();
-  if (daemon->server_ == nullptr || (!config.listen.empty() && tcp_port == 0)) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve: binding ", config.unix_socket.empty() ? "" : "unix:" + config.unix_socket,
-        config.listen.empty() ? "" : " and " + config.listen, " failed (in use? permissions?)"));
+    grpc::ServerBuilder tcp;
+    tcp.SetMaxReceiveMessageSize(static_cast<int>(config.tcp_max_message_bytes));
+    // Answers go to callers that passed the token: the local limit applies.
+    tcp.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+    CommonOptions(config, quota, tcp);
+    tcp.AddListeningPort(config.listen, *creds, &tcp_port);
+    // The services are stateless callback/sync handlers over `env`: one instance serves both.
+    tcp.RegisterService(daemon->rendezvous_.get());
+    tcp.RegisterService(daemon->compiler_.get());
+    tcp.RegisterService(daemon->stats_.get());
+    daemon->tcp_server_ = tcp.BuildAndStart();
+    if (daemon->tcp_server_ == nullptr || tcp_port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot serve: binding ", config.listen,
+                                                 " failed (in use? permissions?)"));
+    }
   }
   if (!config.unix_socket.empty()) chmod(config.unix_socket.c_str(), 0660);
   env->set_tcp_port(tcp_port);
@@ -132,7 +135,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   } else {
     env->set_daemon_name(absl::StrCat(config.node_name, "@local"));
   }
-  daemon->server_->GetHealthCheckService()->SetServingStatus(true);
+  for (grpc::Server* server : daemon->servers()) {
+    server->GetHealthCheckService()->SetServingStatus(true);
+  }
+  daemon->trimmer_ = std::make_unique<MemoryTrimmer>(MemoryTrimmer::Options());
   return daemon;
 }
 
@@ -149,19 +155,35 @@ void Daemon::Shutdown(absl::Duration grace) {
   const std::string name = env_->daemon_name();
   spdlog::info("event=draining daemon={} grace_ms={}", name, absl::ToInt64Milliseconds(grace));
   env_->set_draining();
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  for (grpc::Server* server : servers()) server->GetHealthCheckService()->SetServingStatus(false);
   env_->registry().Shutdown(absl::StrCat("daemon ", name, " is shutting down"));
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  if (!socket_path_.empty()) unlink(socket_path_.c_str());
+  const auto deadline = absl::ToChronoTime(absl::Now() + grace);
+  for (grpc::Server* server : servers()) server->Shutdown(deadline);
+  // Only while the path is still our socket: never another daemon's.
+  if (!socket_path_.empty() && socket_inode_ != 0 && SocketInode(socket_path_) == socket_inode_) {
+    unlink(socket_path_.c_str());
+  }
   spdlog::info("event=stopped daemon={}", name);
 }
 
-void Daemon::Wait() { server_->Wait(); }
+void Daemon::Wait() {
+  for (grpc::Server* server : servers()) server->Wait();
+}
+
+std::vector<grpc::Server*> Daemon::servers() {
+  std::vector<grpc::Server*> all;
+  if (server_ != nullptr) all.push_back(server_.get());
+  if (tcp_server_ != nullptr) all.push_back(tcp_server_.get());
+  return all;
+}
 
 Daemon::~Daemon() {
   if (server_ != nullptr) {
     Shutdown(absl::ZeroDuration());
-    server_->Wait();
+    Wait();
+  } else if (tcp_server_ != nullptr) {
+    tcp_server_->Shutdown();
+    tcp_server_->Wait();
   }
 }
 

@@ -1,6 +1,7 @@
-// One daemon instance: the services of syncopated on a gRPC server, listening on a Unix socket
-// (local clients) and TCP (peer daemons; token, TLS when configured), with grpc.health.v1 and
-// server reflection — or in-process only, for the client library's embedded mode.
+// One daemon instance: the services of syncopated on two gRPC servers, one on a Unix socket
+// (local clients) and in-process, one on TCP (peer daemons; token checked before a message is
+// read, its own message limit, TLS when configured), each with grpc.health.v1 and server
+// reflection; or in-process only, for the client library's embedded mode.
 //
 // Shutdown drains: health goes NOT_SERVING, new calls get Unavailable, waiting rendezvous and
 // agreement calls fail at once with Unavailable naming this daemon, and calls in flight (compiles)
@@ -11,13 +12,17 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/config.h"
+#include "server/memory_trimmer.h"
 #include "server/service_env.h"
 
 namespace syncopate::server {
@@ -49,10 +54,18 @@ class Daemon {
   std::unique_ptr<RendezvousService> rendezvous_;
   std::unique_ptr<CompilerService> compiler_;
   std::unique_ptr<DaemonService> stats_;
+  // Both servers (the TCP one only when listening).
+  std::vector<grpc::Server*> servers();
+
   std::string socket_path_;
+  ino_t socket_inode_ = 0;  // of the socket we bound: shutdown unlinks only that
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<grpc::Server> server_;  // last: stopped before the services it uses go
+  std::unique_ptr<MemoryTrimmer> trimmer_;
+  // Last: stopped before the services they use go. server_: Unix socket and in-process;
+  // tcp_server_: TCP (see Start for why two).
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> tcp_server_;
 };
 
 }  // namespace syncopate::server

@@ -1,6 +1,7 @@
 // See group_registry.h.
 #include "server/group_registry.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -40,10 +41,19 @@ int ProposalWorldSize(const v1::Proposal& proposal) {
   return -1;
 }
 
+absl::Duration SweepInterval(const GroupRegistry::Options& options) {
+  if (options.sweep_interval > absl::ZeroDuration()) return options.sweep_interval;
+  return std::clamp(options.group_idle_ttl / 4, absl::Milliseconds(10), absl::Seconds(60));
+}
+
 }  // namespace
 
 GroupRegistry::GroupRegistry(Options options)
-    : options_(std::move(options)), incarnation_(RandomHex()) {}
+    : options_(std::move(options)), sweep_interval_(SweepInterval(options_)),
+      incarnation_(RandomHex()) {
+  // Sweeping on a timer, not only on Join: a node with no new jobs still lets idle groups go.
+  timers_.Schedule(absl::Now() + sweep_interval_, [this] { SweepTick(); });
+}
 
 GroupRegistry::~GroupRegistry() { Shutdown("the group registry is being destroyed"); }
 
@@ -80,11 +90,12 @@ GroupRegistry::WaiterId GroupRegistry::Join(const std::string& job_id, int world
       }
       auto it = pending_.find(job_id);
       if (it == pending_.end()) {
-        if (static_cast<int>(pending_.size() + formed_.size()) >= options_.max_groups) {
-          reject = absl::ResourceExhaustedError(
-              absl::StrCat("daemon ", options_.daemon_name, " already holds ",
-                           options_.max_groups, " groups (max_groups); job '", job_id,
-                           "' cannot start another"));
+        if (static_cast<int>(pending_.size() + formed_.size()) >= options_.max_groups &&
+            !EvictIdlest(job_id, now, deferred)) {
+          reject = absl::ResourceExhaustedError(absl::StrCat(
+              "daemon ", options_.daemon_name, " already holds ", options_.max_groups,
+              " groups (max_groups), each forming or with a call in flight; job '", job_id,
+              "' cannot start another"));
         } else {
           PendingGroup group;
           group.group_id = absl::StrCat(job_id, "#", incarnation_, "-", next_group_++);
@@ -484,12 +495,50 @@ void GroupRegistry::AddTombstone(const std::string& group_id, const absl::Status
 void GroupRegistry::SweepIdle(absl::Time now, Deferred& deferred) {
   std::vector<std::string> idle;
   for (const auto& [id, group] : formed_) {
-    if (group.rounds.empty() && group.exchanges.empty() && now - group.last_used > options_.group_idle_ttl) idle.push_back(id);
+    if (group.rounds.empty() && group.exchanges.empty() &&
+        now - group.last_used > options_.group_idle_ttl) {
+      idle.push_back(id);
+    }
   }
   for (const std::string& id : idle) {
-    BreakGroup(id, absl::AbortedError("the group was idle longer than group_idle_ttl"), 0, "",
-               deferred);
+    ++stats_.groups_expired;
+    BreakGroup(id,
+               absl::AbortedError(absl::StrCat("the group was idle longer than group_idle_ttl (",
+                                               absl::FormatDuration(options_.group_idle_ttl),
+                                               ")")),
+               0, "", deferred);
   }
+}
+
+void GroupRegistry::SweepTick() {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    SweepIdle(absl::Now(), deferred);
+    timers_.Schedule(absl::Now() + sweep_interval_, [this] { SweepTick(); });
+  }
+  for (auto& fn : deferred) fn();
+}
+
+bool GroupRegistry::EvictIdlest(const std::string& job_id, absl::Time now, Deferred& deferred) {
+  // Linear in the groups held, and only when the registry is full.
+  const FormedGroup* idlest = nullptr;
+  for (const auto& [id, group] : formed_) {
+    if (!group.rounds.empty() || !group.exchanges.empty()) continue;
+    if (idlest == nullptr || group.last_used < idlest->last_used) idlest = &group;
+  }
+  if (idlest == nullptr) return false;
+  const std::string group_id = idlest->info.group_id;
+  const absl::Duration idle = now - idlest->last_used;
+  ++stats_.groups_evicted;
+  BreakGroup(group_id,
+             absl::AbortedError(absl::StrCat(
+                 "the group was evicted after ", absl::FormatDuration(idle),
+                 " without a call: daemon ", options_.daemon_name, " held max_groups (",
+                 options_.max_groups, ") groups and job '", job_id, "' needed room")),
+             0, "", deferred);
+  return true;
 }
 
 void GroupRegistry::Shutdown(const std::string& why) {

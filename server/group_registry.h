@@ -19,6 +19,12 @@
 //   failed    a broken group leaves a tombstone so late callers learn why (Aborted, naming the
 //             rank); a new Join with the same job id starts a new group. A Join for a job whose
 //             group already formed supersedes the old group (a restarted job).
+//   idle      a formed group with no call waiting in it is idle. There is no "leave" call, so a
+//             job that finished looks like one between rounds; idle groups end two ways: after
+//             group_idle_ttl without a call (swept by a timer, not by new traffic), and, when a
+//             new job needs room at max_groups, the group idle longest is evicted (its tombstone
+//             says so). Only pending groups and groups with a call in flight can fill the
+//             registry, so jobs that use a fresh id per run never lock a node out.
 //
 // No call holds a thread while it waits: completions are callbacks, run exactly once, never with
 // the registry's lock held; deadlines fire from a TimerQueue.
@@ -77,6 +83,8 @@ struct RegistryStats {
   uint64_t pending_agreements = 0;
   uint64_t agreements = 0;
   uint64_t agreements_failed = 0;
+  uint64_t groups_expired = 0;  // idle past group_idle_ttl
+  uint64_t groups_evicted = 0;  // idle, evicted for a new job at max_groups
 };
 
 class GroupRegistry {
@@ -90,6 +98,8 @@ class GroupRegistry {
     std::string daemon_name = "syncopated";  // for ids and messages
     int max_groups = 1024;                   // pending + formed
     absl::Duration group_idle_ttl = absl::Hours(1);
+    // How often idle groups are swept; zero: ttl / 4, clamped to [10 ms, 60 s].
+    absl::Duration sweep_interval = absl::ZeroDuration();
     int tombstones = 1024;
   };
 
@@ -188,6 +198,12 @@ class GroupRegistry {
                   Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Form(PendingGroup& pending, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepIdle(absl::Time now, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The timer's sweep: SweepIdle, then schedules the next one (not after Shutdown).
+  void SweepTick();
+  // At max_groups: breaks the formed group idle longest, for `job_id`. False when every group
+  // is pending or has a call waiting in it.
+  bool EvictIdlest(const std::string& job_id, absl::Time now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddTombstone(const std::string& group_id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The formed group `group_id` with `rank` in range, or why a round call cannot join it
@@ -203,6 +219,7 @@ class GroupRegistry {
   static std::string Describe(const MemberInfo& member);
 
   const Options options_;
+  const absl::Duration sweep_interval_;
   const std::string incarnation_;  // random, so group ids differ across daemon restarts
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

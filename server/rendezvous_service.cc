@@ -249,8 +249,7 @@ constexpr size_t kMaxExchangeKeyBytes = 256;
 
 absl::Status CheckExchangeRequest(const v1::ExchangeRequest& request,
                                   const RequestLimits& limits) {
-  // Group ids are job ids with a generation suffix, so the same alphabet applies.
-  if (absl::Status s = CheckJobId(request.group_id(), "group_id"); !s.ok()) return s;
+  if (absl::Status s = CheckGroupId(request.group_id(), "group_id"); !s.ok()) return s;
   if (request.rank() < 0 || request.rank() >= limits.max_world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank: ", request.rank(),
                                                    " is out of range [0, ",

@@ -58,6 +58,22 @@ absl::Status CheckJobId(const std::string& job_id, const char* field) {
   if (job_id.empty()) return Bad(field, "is required");
   if (job_id.size() > 128) return Bad(field, absl::StrCat("is ", job_id.size(), " bytes, at most 128"));
   for (char c : job_id) {
+    // No '#': the registry joins a job id and a generation with it to make group ids.
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
+    if (!ok) return Bad(field, "may contain only letters, digits and . _ : / -");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGroupId(const std::string& group_id, const char* field) {
+  // The job id alphabet plus '#', which joins a job id and a generation. The form itself is not
+  // checked: an id that is well-spelled but unknown gets NOT_FOUND from the registry.
+  if (group_id.empty()) return Bad(field, "is required");
+  if (group_id.size() > 256) {
+    return Bad(field, absl::StrCat("is ", group_id.size(), " bytes, at most 256"));
+  }
+  for (char c : group_id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '_' || c == ':' || c == '/' || c == '-' || c == '#';
     if (!ok) return Bad(field, "may contain only letters, digits and . _ : / - #");
@@ -77,8 +93,7 @@ absl::Status CheckJoinRequest(const v1::JoinRequest& request, const RequestLimit
 }
 
 absl::Status CheckAgreeRequest(const v1::AgreeRequest& request, const RequestLimits& limits) {
-  // Group ids are job ids with a generation suffix, so the same alphabet applies.
-  RETURN_IF_ERROR(CheckJobId(request.group_id(), "group_id"));
+  RETURN_IF_ERROR(CheckGroupId(request.group_id(), "group_id"));
   RETURN_IF_ERROR(CheckCount(request.rank(), 0, limits.max_world_size - 1, "rank"));
   if (!request.has_proposal()) return Bad("proposal", "is required");
   if (request.leader_address().size() > 512) return Bad("leader_address", "is longer than 512 bytes");

@@ -28,8 +28,10 @@ struct RequestLimits {
   int64_t max_source_bytes = 16 << 20;      // kernel source + headers
 };
 
-// job_id: [A-Za-z0-9._:/-]{1,128}.
+// job_id: [A-Za-z0-9._:/-]{1,128} (service.proto's alphabet).
 absl::Status CheckJobId(const std::string& job_id, const char* field);
+// group_id: [A-Za-z0-9._:/#-]{1,256}; GroupRegistry makes them as <job_id>#<generation>.
+absl::Status CheckGroupId(const std::string& group_id, const char* field);
 
 absl::Status CheckJoinRequest(const v1::JoinRequest& request, const RequestLimits& limits);
 // Structure and limits of the proposal; the group's world size is checked by the registry.

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/tcp_auth.h"
 
 namespace syncopate::server {
 namespace {
@@ -20,15 +21,8 @@ GroupRegistry::Options RegistryOptions(const DaemonConfig& config, const std::st
   GroupRegistry::Options options;
   options.daemon_name = name;
   options.max_groups = config.max_groups;
+  options.group_idle_ttl = absl::Milliseconds(config.group_idle_ttl_ms);
   return options;
-}
-
-// Constant-time comparison, so the token cannot be guessed byte by byte from timing.
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 bool IsInfinite(std::chrono::system_clock::time_point deadline) {

@@ -29,6 +29,22 @@ TEST(ConfigTest, FlagsOverrideEnvOverrideFile) {
   EXPECT_EQ(config->config_file, file);
 }
 
+TEST(ConfigTest, LimitsAndGroupTtlAreKeys) {
+  auto config = LoadConfig({"--token=t", "--group_idle_ttl_ms=250", "--tcp_max_message_bytes=65536",
+                            "--max_inflight_bytes=33554432"},
+                           {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->group_idle_ttl_ms, 250);
+  EXPECT_EQ(config->tcp_max_message_bytes, 65536);
+  EXPECT_EQ(config->max_inflight_bytes, 33554432);
+  auto defaults = LoadConfig({"--token=t"}, {});
+  ASSERT_TRUE(defaults.ok());
+  // TCP gets a smaller limit than the Unix socket by default.
+  EXPECT_LT(defaults->tcp_max_message_bytes, defaults->max_message_bytes);
+  EXPECT_THAT(LoadConfig({"--token=t", "--group_idle_ttl_ms=0"}, {}).status().message(),
+              HasSubstr("group_idle_ttl_ms"));
+}
+
 TEST(ConfigTest, ConfigFileFromEnvironment) {
   testing::TempDir dir;
   const std::string file = dir.Path("c.conf");

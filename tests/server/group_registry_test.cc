@@ -219,5 +219,61 @@ TEST(GroupRegistryTest, ShutdownFailsWaitersAndRejects) {
   EXPECT_THAT(b.future.get().status().message(), HasSubstr("shutting down"));
 }
 
+// Jobs that finish leave formed, idle groups behind (there is no "leave" call); at max_groups the
+// one idle longest makes room, so fresh job ids never lock the registry.
+TEST(GroupRegistryTest, IdleGroupsMakeRoomAtMaxGroups) {
+  GroupRegistry::Options options;
+  options.max_groups = 4;
+  GroupRegistry registry(options);
+  const std::string first = FormGroup(registry, "solo-0", 1);
+  for (int i = 1; i < 40; ++i) {
+    EXPECT_FALSE(FormGroup(registry, "solo-" + std::to_string(i), 1).empty()) << i;
+  }
+  AgreeResultPromise late;
+  registry.Agree(first, 0, Template(1), Far(), late.Done());
+  auto result = late.future.get();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(result.status().message(), HasSubstr("evicted"));
+  EXPECT_THAT(result.status().message(), HasSubstr("max_groups (4)"));
+  EXPECT_GE(registry.Stats().groups_evicted, 36u);
+}
+
+TEST(GroupRegistryTest, GroupsInUseAreNotEvicted) {
+  GroupRegistry::Options options;
+  options.max_groups = 2;
+  GroupRegistry registry(options);
+  // One group with a round in flight (rank 1 has not proposed), one still forming.
+  const std::string busy = FormGroup(registry, "busy", 2);
+  AgreeResultPromise waiting;
+  registry.Agree(busy, 0, Template(2), Far(), waiting.Done());
+  JoinResult forming;
+  registry.Join("forming", 2, Member(0), Far(), forming.Done());
+  JoinResult rejected;
+  registry.Join("new", 1, Member(0), Far(), rejected.Done());
+  auto status = rejected.future.get().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("each forming or with a call in flight"));
+  EXPECT_EQ(waiting.future.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  registry.Shutdown("test over");
+}
+
+// Idle groups expire on the registry's own timer, with no new Join to trigger a sweep.
+TEST(GroupRegistryTest, IdleGroupsExpireWithoutNewTraffic) {
+  GroupRegistry::Options options;
+  options.group_idle_ttl = absl::Milliseconds(50);
+  GroupRegistry registry(options);
+  const std::string id = FormGroup(registry, "idle", 1);
+  EXPECT_EQ(registry.Stats().groups_live, 1u);
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (registry.Stats().groups_live != 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(registry.Stats().groups_live, 0u);
+  EXPECT_EQ(registry.Stats().groups_expired, 1u);
+  AgreeResultPromise late;
+  registry.Agree(id, 0, Template(1), Far(), late.Done());
+  EXPECT_THAT(late.future.get().status().message(), HasSubstr("idle longer than group_idle_ttl"));
+}
+
 }  // namespace
 }  // namespace syncopate::server

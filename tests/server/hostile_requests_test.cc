@@ -128,6 +128,8 @@ class HostileRequests : public ::testing::Test {
 TEST_F(HostileRequests, JoinFieldsAreChecked) {
   EXPECT_STATUS(Join(v1::JoinRequest()), INVALID_ARGUMENT, "job_id: is required");
   EXPECT_STATUS(Join(ValidJoin("bad job!", 2, 0)), INVALID_ARGUMENT, "job_id: may contain only");
+  // '#' is not in service.proto's alphabet: the daemon uses it inside group ids.
+  EXPECT_STATUS(Join(ValidJoin("job#1", 1, 0)), INVALID_ARGUMENT, "job_id: may contain only");
   EXPECT_STATUS(Join(ValidJoin("j", 0, 0)), INVALID_ARGUMENT, "world_size: 0 is out of range");
   EXPECT_STATUS(Join(ValidJoin("j", -5, 0)), INVALID_ARGUMENT, "world_size: -5");
   EXPECT_STATUS(Join(ValidJoin("j", 1 << 30, 0)), INVALID_ARGUMENT, "world_size: 1073741824");

@@ -63,10 +63,23 @@ TEST(RequestChecksTest, JoinAndAgree) {
   join.set_world_size(2);
   join.set_rank(1);
   EXPECT_TRUE(CheckJoinRequest(join, RequestLimits()).ok());
+  // '#' separates a group id's job part from its generation (proto/service.proto's alphabet).
+  join.set_job_id("j#1");
+  EXPECT_THAT(CheckJoinRequest(join, RequestLimits()).message(), HasSubstr("job_id: may contain only"));
+  join.set_job_id("j");
   join.set_node_name(std::string(300, 'n'));
   EXPECT_THAT(CheckJoinRequest(join, RequestLimits()).message(), HasSubstr("node_name"));
   v1::AgreeRequest agree;
   agree.set_group_id("j#1");
+  EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(), HasSubstr("proposal: is required"));
+  // A group id may hold '#' (a job id may not), but nothing outside that alphabet.
+  for (std::string bad : {std::string(), std::string("bad job#1"), std::string(300, 'g')}) {
+    agree.set_group_id(bad);
+    EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(), HasSubstr("group_id: "))
+        << bad;
+  }
+  agree.set_group_id("j#0a1b2c3d-7");
+  EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(), HasSubstr("proposal: is required"));
   EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(), HasSubstr("proposal: is required"));
   agree.mutable_proposal()->set_kernel_hash("k");
   EXPECT_THAT(CheckAgreeRequest(agree, RequestLimits()).message(),
