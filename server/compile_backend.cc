@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/codegen.h"
+#include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
+#include "jit/nvrtc/compile_policy.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/validate.h"
 #include "runtime/plan_io/plan_proto.h"
@@ -111,6 +113,26 @@ std::string RequestKey(const v1::CompileRequest& request) {
   return key;
 }
 
+// A client of the daemon must not make NVRTC read files it did not send (issue 17): its
+// includes, options and program name pass compile_policy.h before anything is generated.
+absl::Status CheckWhatTheCompileReads(const v1::KernelSource& kernel,
+                                      const std::string& cuda_include_dir) {
+  const std::map<std::string, std::string> headers(kernel.headers().begin(),
+                                                   kernel.headers().end());
+  const std::vector<std::string> options(kernel.options().begin(), kernel.options().end());
+  nvrtc::IncludeRoots roots;
+  for (const auto& [name, content] : jit::DeviceHeaders()) roots.in_memory.insert(name);
+  // The same folders NvrtcOptionsFor gives NVRTC.
+  const std::string dir = cuda_include_dir.empty() ? jit::CudaIncludeDir() : cuda_include_dir;
+  roots.dirs = {dir, dir + "/cccl"};
+  nvrtc::UntrustedCompile compile;
+  compile.source = kernel.source();
+  compile.headers = &headers;
+  compile.options = &options;
+  compile.program_name = kernel.program_name();
+  return nvrtc::CheckUntrustedCompile(compile, std::move(roots), "kernel.");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Options& options) {
@@ -126,6 +148,7 @@ absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Opt
 absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::Prepare(
     const v1::CompileRequest& request, const std::string& fingerprint,
     const std::string& expected_plan_hash) {
+  RETURN_IF_ERROR(CheckWhatTheCompileReads(request.kernel(), options_.cuda_include_dir));
   absl::StatusOr<jit::KernelSpec> spec = jit::ParseKernelSpec(request.kernel().spec());
   if (!spec.ok()) return Prefix(spec.status(), "kernel.spec: ");
   if (absl::Status s = jit::ValidateKernelSpec(*spec); !s.ok()) return Prefix(s, "kernel.spec: ");
