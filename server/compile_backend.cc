@@ -133,6 +133,10 @@ absl::Status CheckWhatTheCompileReads(const v1::KernelSource& kernel,
   return nvrtc::CheckUntrustedCompile(compile, std::move(roots), "kernel.");
 }
 
+std::chrono::steady_clock::time_point ToSteady(absl::Time deadline) {
+  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline - absl::Now());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Options& options) {
@@ -264,31 +268,24 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
 
 absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest& request,
                                                        absl::Time deadline) {
-  const std::string request_key = RequestKey(request);
-  std::shared_ptr<const Prepared> prepared;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = prepared_.find(request_key); it != prepared_.end()) prepared = it->second.prepared;
-  }
-  if (prepared == nullptr) {
-    ASSIGN_OR_RETURN(prepared, PrepareFirst(request, request_key));
-  }
-  bool compiled_here = false;
-  absl::StatusOr<cache::KernelCache::Result> result = cache_->GetOrCompile(
-      prepared->key, [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
-        // Only a miss gets here; bound the number of NVRTC compiles running at once.
-        if (!AcquireSlot(deadline)) {
-          return absl::DeadlineExceededError(
-              "deadline passed while waiting for a free compile slot (compile_threads)");
-        }
-        compiled_here = true;
-        nvrtc::CompileOptions options = prepared->nvrtc_options;
-        options.deadline = std::chrono::steady_clock::now() +
-                           absl::ToChronoNanoseconds(deadline - absl::Now());
-        absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
-        ReleaseSlot();
-        return kernel;
-      });
+  std::optional<absl::StatusOr<CompileOutcome>> outcome = Run(request, deadline, nullptr, nullptr);
+  return *std::move(outcome);
+}
+
+std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::CompileUnlessInFlight(
+    const v1::CompileRequest& request, absl::Time deadline, Joined joined,
+    std::string* joined_key) {
+  return Run(request, deadline, &joined, joined_key);
+}
+
+pid_t CompileBackend::LockHolderOf(const std::string& cache_key) const {
+  if (!cache::IsValidKeyHex(cache_key)) return 0;
+  return cache_->LockHolderOf(cache::CacheKey::FromHex(cache_key));
+}
+
+absl::StatusOr<CompileOutcome> CompileBackend::Conclude(
+    const std::string& request_key, const std::shared_ptr<const Prepared>& prepared,
+    const absl::StatusOr<cache::KernelCache::Result>& result, bool compiled_here) {
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kInvalidArgument) {
       return Prefix(result.status(), "kernel.source: does not compile: ");
@@ -309,6 +306,55 @@ absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest&
   outcome.plan_hash = prepared->plan_hash;
   outcome.launch = prepared->launch;
   return outcome;
+}
+
+std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::Run(
+    const v1::CompileRequest& request, absl::Time deadline, Joined* joined,
+    std::string* joined_key) {
+  const std::string request_key = RequestKey(request);
+  std::shared_ptr<const Prepared> prepared;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = prepared_.find(request_key); it != prepared_.end()) prepared = it->second.prepared;
+  }
+  if (prepared == nullptr) {
+    absl::StatusOr<std::shared_ptr<const Prepared>> first = PrepareFirst(request, request_key);
+    if (!first.ok()) return first.status();
+    prepared = *std::move(first);
+  }
+  bool compiled_here = false;
+  auto compile = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    // Only a miss gets here; bound the number of NVRTC compiles running at once.
+    if (!AcquireSlot(deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kernel ", prepared->key.hex(),
+          ": deadline passed while waiting for a free compile slot (compile_threads)"));
+    }
+    compiled_here = true;
+    nvrtc::CompileOptions options = prepared->nvrtc_options;
+    options.deadline = ToSteady(deadline);
+    absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
+    ReleaseSlot();
+    return kernel;
+  };
+  if (joined == nullptr) {
+    return Conclude(request_key, prepared,
+                    cache_->GetOrCompile(prepared->key, compile, {}, ToSteady(deadline)),
+                    compiled_here);
+  }
+  // Runs on the thread that leads the flight, once it ends: this request compiled nothing.
+  auto on_joined = [this, request_key, prepared,
+                    done = std::move(*joined)](const absl::StatusOr<cache::KernelCache::Result>& r) {
+    done(Conclude(request_key, prepared, r, false));
+  };
+  std::optional<absl::StatusOr<cache::KernelCache::Result>> result =
+      cache_->GetOrCompileUnlessInFlight(prepared->key, compile, {}, ToSteady(deadline),
+                                         std::move(on_joined));
+  if (!result.has_value()) {
+    if (joined_key != nullptr) *joined_key = prepared->key.hex();
+    return std::nullopt;
+  }
+  return Conclude(request_key, prepared, *result, compiled_here);
 }
 
 }  // namespace syncopate::server
