@@ -6,8 +6,9 @@
 // Failures: a failed compile is never written to disk, but its status is remembered in memory
 // for Options::failure_ttl, so a kernel that does not compile is not recompiled on every request;
 // callers waiting on that compile get the same error. Transient errors (DeadlineExceeded,
-// Cancelled, Unavailable, ResourceExhausted, Aborted) are not remembered, but threads that were
-// already waiting on that compile still receive them (they do not retry on their own). Corrupt disk
+// Cancelled, Unavailable, ResourceExhausted, Aborted) are not remembered; threads that were
+// already waiting on that compile receive them, except DeadlineExceeded and Cancelled, after which
+// a waiter with time left tries again (see Deadlines below). Corrupt disk
 // entries are deleted, counted and recompiled. Disk problems (full, read-only) do not fail a
 // request that compiled: the kernel is returned and the write error counted.
 //
