@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/codegen.h"
+#include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
+#include "jit/nvrtc/compile_policy.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/validate.h"
 #include "runtime/plan_io/plan_proto.h"
@@ -111,6 +113,30 @@ std::string RequestKey(const v1::CompileRequest& request) {
   return key;
 }
 
+// A client of the daemon must not make NVRTC read files it did not send (issue 17): its
+// includes, options and program name pass compile_policy.h before anything is generated.
+absl::Status CheckWhatTheCompileReads(const v1::KernelSource& kernel,
+                                      const std::string& cuda_include_dir) {
+  const std::map<std::string, std::string> headers(kernel.headers().begin(),
+                                                   kernel.headers().end());
+  const std::vector<std::string> options(kernel.options().begin(), kernel.options().end());
+  nvrtc::IncludeRoots roots;
+  for (const auto& [name, content] : jit::DeviceHeaders()) roots.in_memory.insert(name);
+  // The same folders NvrtcOptionsFor gives NVRTC.
+  const std::string dir = cuda_include_dir.empty() ? jit::CudaIncludeDir() : cuda_include_dir;
+  roots.dirs = {dir, dir + "/cccl"};
+  nvrtc::UntrustedCompile compile;
+  compile.source = kernel.source();
+  compile.headers = &headers;
+  compile.options = &options;
+  compile.program_name = kernel.program_name();
+  return nvrtc::CheckUntrustedCompile(compile, std::move(roots), "kernel.");
+}
+
+std::chrono::steady_clock::time_point ToSteady(absl::Time deadline) {
+  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline - absl::Now());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Options& options) {
@@ -126,6 +152,7 @@ absl::StatusOr<std::unique_ptr<CompileBackend>> CompileBackend::Create(const Opt
 absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::Prepare(
     const v1::CompileRequest& request, const std::string& fingerprint,
     const std::string& expected_plan_hash) {
+  RETURN_IF_ERROR(CheckWhatTheCompileReads(request.kernel(), options_.cuda_include_dir));
   absl::StatusOr<jit::KernelSpec> spec = jit::ParseKernelSpec(request.kernel().spec());
   if (!spec.ok()) return Prefix(spec.status(), "kernel.spec: ");
   if (absl::Status s = jit::ValidateKernelSpec(*spec); !s.ok()) return Prefix(s, "kernel.spec: ");
@@ -241,31 +268,24 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
 
 absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest& request,
                                                        absl::Time deadline) {
-  const std::string request_key = RequestKey(request);
-  std::shared_ptr<const Prepared> prepared;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = prepared_.find(request_key); it != prepared_.end()) prepared = it->second.prepared;
-  }
-  if (prepared == nullptr) {
-    ASSIGN_OR_RETURN(prepared, PrepareFirst(request, request_key));
-  }
-  bool compiled_here = false;
-  absl::StatusOr<cache::KernelCache::Result> result = cache_->GetOrCompile(
-      prepared->key, [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
-        // Only a miss gets here; bound the number of NVRTC compiles running at once.
-        if (!AcquireSlot(deadline)) {
-          return absl::DeadlineExceededError(
-              "deadline passed while waiting for a free compile slot (compile_threads)");
-        }
-        compiled_here = true;
-        nvrtc::CompileOptions options = prepared->nvrtc_options;
-        options.deadline = std::chrono::steady_clock::now() +
-                           absl::ToChronoNanoseconds(deadline - absl::Now());
-        absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
-        ReleaseSlot();
-        return kernel;
-      });
+  std::optional<absl::StatusOr<CompileOutcome>> outcome = Run(request, deadline, nullptr, nullptr);
+  return *std::move(outcome);
+}
+
+std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::CompileUnlessInFlight(
+    const v1::CompileRequest& request, absl::Time deadline, Joined joined,
+    std::string* joined_key) {
+  return Run(request, deadline, &joined, joined_key);
+}
+
+pid_t CompileBackend::LockHolderOf(const std::string& cache_key) const {
+  if (!cache::IsValidKeyHex(cache_key)) return 0;
+  return cache_->LockHolderOf(cache::CacheKey::FromHex(cache_key));
+}
+
+absl::StatusOr<CompileOutcome> CompileBackend::Conclude(
+    const std::string& request_key, const std::shared_ptr<const Prepared>& prepared,
+    const absl::StatusOr<cache::KernelCache::Result>& result, bool compiled_here) {
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kInvalidArgument) {
       return Prefix(result.status(), "kernel.source: does not compile: ");
@@ -286,6 +306,55 @@ absl::StatusOr<CompileOutcome> CompileBackend::Compile(const v1::CompileRequest&
   outcome.plan_hash = prepared->plan_hash;
   outcome.launch = prepared->launch;
   return outcome;
+}
+
+std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::Run(
+    const v1::CompileRequest& request, absl::Time deadline, Joined* joined,
+    std::string* joined_key) {
+  const std::string request_key = RequestKey(request);
+  std::shared_ptr<const Prepared> prepared;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = prepared_.find(request_key); it != prepared_.end()) prepared = it->second.prepared;
+  }
+  if (prepared == nullptr) {
+    absl::StatusOr<std::shared_ptr<const Prepared>> first = PrepareFirst(request, request_key);
+    if (!first.ok()) return first.status();
+    prepared = *std::move(first);
+  }
+  bool compiled_here = false;
+  auto compile = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    // Only a miss gets here; bound the number of NVRTC compiles running at once.
+    if (!AcquireSlot(deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kernel ", prepared->key.hex(),
+          ": deadline passed while waiting for a free compile slot (compile_threads)"));
+    }
+    compiled_here = true;
+    nvrtc::CompileOptions options = prepared->nvrtc_options;
+    options.deadline = ToSteady(deadline);
+    absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
+    ReleaseSlot();
+    return kernel;
+  };
+  if (joined == nullptr) {
+    return Conclude(request_key, prepared,
+                    cache_->GetOrCompile(prepared->key, compile, {}, ToSteady(deadline)),
+                    compiled_here);
+  }
+  // Runs on the thread that leads the flight, once it ends: this request compiled nothing.
+  auto on_joined = [this, request_key, prepared,
+                    done = std::move(*joined)](const absl::StatusOr<cache::KernelCache::Result>& r) {
+    done(Conclude(request_key, prepared, r, false));
+  };
+  std::optional<absl::StatusOr<cache::KernelCache::Result>> result =
+      cache_->GetOrCompileUnlessInFlight(prepared->key, compile, {}, ToSteady(deadline),
+                                         std::move(on_joined));
+  if (!result.has_value()) {
+    if (joined_key != nullptr) *joined_key = prepared->key.hex();
+    return std::nullopt;
+  }
+  return Conclude(request_key, prepared, *result, compiled_here);
 }
 
 }  // namespace syncopate::server

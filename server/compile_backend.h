@@ -7,7 +7,10 @@
 // Thread-safety: Compile() is thread-safe; at most `compile_threads` NVRTC compiles run at once.
 #pragma once
 
+#include <sys/types.h>
+
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,7 +52,22 @@ class CompileBackend {
   // Errors: InvalidArgument naming the field (kernel.spec, plan, kernel.source with the compile
   // log), DeadlineExceeded when the compile (or the wait for a compile slot) passes `deadline`,
   // NotFound when request.plan_hash names a plan the plan store does not hold.
+  // Every wait (a compile slot, another request's compile of the same kernel, another process's
+  // lock on it) ends at `deadline` with DeadlineExceeded naming the cache key (and the lock
+  // holder's pid when known).
   absl::StatusOr<CompileOutcome> Compile(const v1::CompileRequest& request, absl::Time deadline);
+  // Compile, except when another request of this process is already getting the same kernel:
+  // then this returns nullopt at once, sets *joined_key to the kernel's cache key, and `joined`
+  // runs later, once, on the thread getting it, with this request's outcome. The caller ends
+  // the request at its own deadline if `joined` has not run by then (the other request may have
+  // a longer one). Why: a stuck cross-process lock holder must cost one thread per kernel, not
+  // one per waiting request, so that other kernels still compile.
+  using Joined = std::function<void(absl::StatusOr<CompileOutcome>)>;
+  std::optional<absl::StatusOr<CompileOutcome>> CompileUnlessInFlight(
+      const v1::CompileRequest& request, absl::Time deadline, Joined joined,
+      std::string* joined_key);
+  // The pid holding the file lock that this daemon's compile of `cache_key` waits for, or 0.
+  pid_t LockHolderOf(const std::string& cache_key) const;
   // The answer when this exact request was served before and its kernel is at hand: never
   // blocks on a compile or the disk, so callback-API handlers may call it inline. nullopt: call
   // Compile (on a thread that may block).
@@ -84,6 +102,15 @@ class CompileBackend {
   absl::StatusOr<std::shared_ptr<const Prepared>> Prepare(const v1::CompileRequest& request,
                                                           const std::string& request_key,
                                                           const std::string& expected_plan_hash);
+  // Compile (joined == nullptr) or CompileUnlessInFlight.
+  std::optional<absl::StatusOr<CompileOutcome>> Run(const v1::CompileRequest& request,
+                                                    absl::Time deadline, Joined* joined,
+                                                    std::string* joined_key);
+  // The outcome of a cache lookup for `prepared`; remembers the kernel for the fast path.
+  absl::StatusOr<CompileOutcome> Conclude(const std::string& request_key,
+                                          const std::shared_ptr<const Prepared>& prepared,
+                                          const absl::StatusOr<cache::KernelCache::Result>& result,
+                                          bool compiled_here);
   bool AcquireSlot(absl::Time deadline);
   void ReleaseSlot();
 

@@ -82,6 +82,79 @@ grpc::Status CompilerService::Answer(const v1::CompileRequest& request,
   return grpc::Status::OK;
 }
 
+void CompilerService::Finish(Call& call, absl::StatusOr<CompileOutcome> outcome) {
+  call.reactor->Finish(Answer(*call.request, std::move(outcome), call.peer, call.response));
+}
+
+void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome) {
+  const bool leaders_deadline =
+      absl::IsDeadlineExceeded(outcome.status()) || absl::IsCancelled(outcome.status());
+  if (leaders_deadline && absl::Now() < call->deadline) {
+    {
+      absl::MutexLock lock(&call->mu);
+      call->state = Call::State::kRunning;
+    }
+    if (workers_.Submit([this, call] { Run(call); })) return;
+    absl::MutexLock lock(&call->mu);
+    call->state = Call::State::kDone;
+  }
+  Finish(*call, std::move(outcome));
+}
+
+void CompilerService::Run(std::shared_ptr<Call> call) {
+  auto joined = [this, call](absl::StatusOr<CompileOutcome> outcome) {
+    {
+      absl::MutexLock lock(&call->mu);
+      if (call->state == Call::State::kRunning) {  // the worker below has not returned yet
+        call->early = std::move(outcome);
+        return;
+      }
+      if (call->state == Call::State::kDone) return;  // the deadline came first
+      call->state = Call::State::kDone;  // Resume may set it back to kRunning
+    }
+    Resume(call, std::move(outcome));
+  };
+  std::string key;
+  std::optional<absl::StatusOr<CompileOutcome>> outcome =
+      backend_->CompileUnlessInFlight(*call->request, call->deadline, joined, &key);
+  std::optional<absl::StatusOr<CompileOutcome>> early;
+  {
+    absl::MutexLock lock(&call->mu);
+    if (outcome.has_value()) {
+      call->state = Call::State::kDone;
+    } else if (call->early.has_value()) {
+      early = std::move(call->early);
+      call->early.reset();
+      call->state = Call::State::kDone;  // Resume may set it back to kRunning
+    } else {
+      call->state = Call::State::kJoined;
+    }
+  }
+  if (outcome.has_value()) {
+    Finish(*call, *std::move(outcome));
+    return;
+  }
+  if (early.has_value()) {
+    Resume(call, *std::move(early));
+    return;
+  }
+  // Joined: no thread waits for this request; its deadline is the timer's.
+  timers_.Schedule(call->deadline, [this, call, key] {
+    {
+      absl::MutexLock lock(&call->mu);
+      if (call->state != Call::State::kJoined) return;  // answered, or running again
+      call->state = Call::State::kDone;
+    }
+    const pid_t holder = backend_->LockHolderOf(key);
+    Finish(*call, absl::DeadlineExceededError(absl::StrCat(
+                      "deadline passed waiting for kernel ", key,
+                      ", which another request of daemon ", env_->daemon_name(), " is getting",
+                      holder > 0 ? absl::StrCat(" (it waits for the compile lock held by pid ",
+                                                holder, ")")
+                                 : std::string())));
+  });
+}
+
 grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* ctx,
                                                    const v1::CompileRequest* request,
                                                    v1::CompileResponse* response) {
@@ -94,11 +167,13 @@ grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* 
     reactor->Finish(Answer(*request, std::move(*hit), "", response));
     return reactor;
   }
-  const absl::Time deadline = env_->WaitDeadline(*ctx, request->timeout_ms());
-  const bool queued = workers_.Submit([this, reactor, request, response, deadline,
-                                       peer = ctx->peer()] {
-    reactor->Finish(Answer(*request, backend_->Compile(*request, deadline), peer, response));
-  });
+  auto call = std::make_shared<Call>();
+  call->reactor = reactor;
+  call->request = request;
+  call->response = response;
+  call->peer = ctx->peer();
+  call->deadline = env_->WaitDeadline(*ctx, request->timeout_ms());
+  const bool queued = workers_.Submit([this, call] { Run(call); });
   if (!queued) {
     env_->counters().rejected_calls++;
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,

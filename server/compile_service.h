@@ -6,13 +6,24 @@
 // anything else (codegen, the cache's disk, NVRTC) goes to a WorkerPool, since gRPC's callback
 // threads must not block. Stats is a few atomic reads: the sync API is simplest.
 //
+// A request for a kernel that another request of this daemon is already getting holds no worker
+// thread: it waits as a callback on that compile (CompileBackend::CompileUnlessInFlight), and
+// its deadline fires from a TimerQueue. So a compile stuck behind another process's lock (a
+// stopped daemon on the same cache_dir) occupies one worker for that kernel, however many
+// requests wait for it, and other kernels keep compiling.
+//
 // Thread-safety: handlers run concurrently; state lives in ServiceEnv and CompileBackend.
 #pragma once
 
+#include <optional>
 #include <memory>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/compile_backend.h"
 #include "server/service_env.h"
+#include "server/timer_queue.h"
 #include "server/worker_pool.h"
 #include "syncopate/v1/service.grpc.pb.h"
 
@@ -35,6 +46,28 @@ class CompilerService final : public v1::Compiler::CallbackService {
   CompileBackend* backend() { return backend_.get(); }
 
  private:
+  // One Compile answered off gRPC's thread. Finished exactly once, and never while a worker
+  // uses its request (gRPC may free it at Finish): a worker runs it (kRunning), or it waits on a
+  // compile it joined (kJoined: then that compile's callback, or the deadline's timer, whichever
+  // comes first, finishes it or hands it back to a worker).
+  struct Call {
+    enum class State { kRunning, kJoined, kDone };
+    grpc::ServerUnaryReactor* reactor;
+    const v1::CompileRequest* request;
+    v1::CompileResponse* response;
+    std::string peer;
+    absl::Time deadline;
+    absl::Mutex mu;
+    State state ABSL_GUARDED_BY(mu) = State::kRunning;
+    // The joined compile ended while the worker had not yet seen that it joined.
+    std::optional<absl::StatusOr<CompileOutcome>> early ABSL_GUARDED_BY(mu);
+  };
+  // On a worker: compile, or join the compile of the same kernel in flight.
+  void Run(std::shared_ptr<Call> call);
+  // The joined compile's outcome for a call that is no longer running: answer, or (the compile
+  // ended at its own deadline, ours is later) run it again.
+  void Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome);
+  void Finish(Call& call, absl::StatusOr<CompileOutcome> outcome);
   absl::Status Admit(const grpc::CallbackServerContext& ctx, const v1::CompileRequest& request);
   grpc::Status Answer(const v1::CompileRequest& request, absl::StatusOr<CompileOutcome> outcome,
                       const std::string& peer, v1::CompileResponse* response);
@@ -42,6 +75,7 @@ class CompilerService final : public v1::Compiler::CallbackService {
   ServiceEnv* env_;
   std::unique_ptr<CompileBackend> backend_;
   absl::Status backend_status_;
+  TimerQueue timers_;   // deadlines of joined requests; stopped after the workers, before the backend
   WorkerPool workers_;  // last: joined (running what is queued) before the backend goes
 };
 

@@ -108,7 +108,7 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
     const cache::KernelCache::CompileFn fetch_fn =
         options.fetch ? cache::KernelCache::CompileFn(fetch) : nullptr;
     ASSIGN_OR_RETURN(cache::KernelCache::Result result,
-                     options.cache->GetOrCompile(key, compile, fetch_fn));
+                     options.cache->GetOrCompile(key, compile, fetch_fn, options.deadline));
     built.compiled = std::move(result.kernel);
     built.source = result.source;
     built.fetched = result.source == cache::KernelCache::Source::kFetched;

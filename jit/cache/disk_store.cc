@@ -163,8 +163,19 @@ absl::Status ReadAll(int fd, uint64_t size, std::string* out, const std::string&
   return absl::OkStatus();
 }
 
+// Modes of what the store creates (set with chmod/fchmod, so the umask changes nothing): the
+// daemon's group shares the cache (ranks on the node read entries and take key locks), other
+// users can neither list, read nor lock anything in it. Existing directories keep their mode:
+// an operator may have chosen another.
+constexpr mode_t kDirMode = 0770;
+constexpr mode_t kEntryMode = 0640;
+
 absl::Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  if (::mkdir(path.c_str(), kDirMode) == 0) {
+    ::chmod(path.c_str(), kDirMode);
+    return absl::OkStatus();
+  }
+  if (errno == EEXIST) return absl::OkStatus();
   return absl::ErrnoToStatus(errno, absl::StrCat("cannot create cache directory '", path, "'"));
 }
 
@@ -278,7 +289,8 @@ absl::StatusOr<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& di
                                                            uint64_t budget_bytes) {
   if (dir.empty()) return absl::InvalidArgumentError("kernel cache directory is empty");
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  const bool created = std::filesystem::create_directories(dir, ec);
+  if (!ec && created) ::chmod(dir.c_str(), kDirMode);
   if (ec) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create kernel cache directory '", dir, "': ", ec.message()));
@@ -367,10 +379,11 @@ absl::Status DiskStore::Put(const std::string& key, const nvrtc::CompiledKernel&
       absl::StrCat(shard, "/", kTempPrefix, key, ".", ::getpid(), ".", temp_counter_.fetch_add(1));
   std::string data = EncodeEntry(key, kernel);
   {
-    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kEntryMode));
     if (!fd.valid()) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot create '", temp, "'"));
     }
+    ::fchmod(fd.get(), kEntryMode);
     absl::Status written = WriteAll(fd.get(), data, temp);
     if (written.ok() && ::fsync(fd.get()) != 0) {
       written = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync '", temp, "'"));

@@ -12,6 +12,9 @@
 // or a whole entry. A read checks magic, version, key, sizes and the content hash; an entry that
 // fails is deleted and reported as DataLoss, never returned.
 // Recency is the file's mtime, bumped on every hit; eviction removes the oldest first.
+// Modes: directories the store creates are 0770, entries 0640, lock files 0660 (file_lock.h),
+// whatever the umask: shared with the owner's group (the daemon's, like its socket's 0660),
+// closed to other users, who could otherwise read kernels or hold a key's lock forever.
 //
 // Thread-safety: all methods are thread-safe and safe against other processes using the same
 // directory (renames are atomic, deletions of missing files are ignored). The byte count used to

@@ -1,11 +1,15 @@
 // Kernel cache with single flight; see kernel_cache.h.
 #include "jit/cache/kernel_cache.h"
 
+#include <atomic>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "jit/cache/file_lock.h"
 #include "runtime/base/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -31,12 +35,30 @@ bool IsTransient(const absl::Status& status) {
 }  // namespace
 
 // One compile in progress. The leader writes `result` and `source`, then notifies; waiters read
-// them only after the notification, which orders the accesses.
+// them only after the notification, which orders the accesses. `joined` (guarded by the cache's
+// mutex) holds the callbacks of GetOrCompileUnlessInFlight callers; the leader takes them when it
+// leaves the flight table, so each runs exactly once.
 struct KernelCache::InFlight {
   absl::Notification done;
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> result;
   Source source = Source::kCompiled;
+  std::atomic<pid_t> lock_holder{0};  // who the leader waits for, while it waits for the file lock
+  std::vector<JoinedFn> joined;
 };
+
+namespace {
+
+// A leader's failure that was about its own deadline, not about the kernel: a waiter with time
+// left tries again rather than inherit it.
+bool EndedByLeadersDeadline(const absl::Status& status) {
+  return absl::IsDeadlineExceeded(status) || absl::IsCancelled(status);
+}
+
+bool Passed(const KernelCache::Deadline& deadline) {
+  return deadline.has_value() && std::chrono::steady_clock::now() >= *deadline;
+}
+
+}  // namespace
 
 const char* SourceName(KernelCache::Source source) {
   switch (source) {
@@ -66,45 +88,92 @@ absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(Options options) 
   return std::unique_ptr<KernelCache>(new KernelCache(std::move(options), std::move(disk)));
 }
 
+KernelCache::Lookup KernelCache::Find(const std::string& hex,
+                                      std::chrono::steady_clock::time_point start,
+                                      JoinedFn* joined) {
+  Lookup lookup;
+  absl::MutexLock lock(&mu_);
+  if (MemoryLru::Value hit = memory_.Get(hex)) {
+    ++stats_.memory_hits;
+    lookup.done = Result{std::move(hit), Source::kMemory, std::chrono::steady_clock::now() - start};
+    return lookup;
+  }
+  if (auto it = failures_.find(hex); it != failures_.end()) {
+    if (start < it->second.expires) {
+      ++stats_.failed_key_hits;
+      lookup.done = it->second.status;
+      return lookup;
+    }
+    failures_.erase(it);
+  }
+  auto [it, inserted] = in_flight_.try_emplace(hex);
+  if (inserted) {
+    it->second = std::make_shared<InFlight>();
+    lookup.leader = true;
+  } else {
+    ++stats_.shared_waits;
+    if (joined != nullptr) it->second->joined.push_back(std::move(*joined));
+  }
+  lookup.flight = it->second;
+  return lookup;
+}
+
 absl::StatusOr<KernelCache::Result> KernelCache::GetOrCompile(const CacheKey& key,
                                                               const CompileFn& compile,
-                                                              const CompileFn& fetch) {
+                                                              const CompileFn& fetch,
+                                                              Deadline deadline) {
   const auto start = std::chrono::steady_clock::now();
   const std::string& hex = key.hex();
-  std::shared_ptr<InFlight> flight;
-  bool leader = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (MemoryLru::Value hit = memory_.Get(hex)) {
-      ++stats_.memory_hits;
-      return Result{std::move(hit), Source::kMemory, std::chrono::steady_clock::now() - start};
+  for (;;) {
+    Lookup lookup = Find(hex, start, nullptr);
+    if (lookup.done.has_value()) return *std::move(lookup.done);
+    if (lookup.leader) return Lead(hex, std::move(lookup.flight), compile, fetch, deadline, start);
+    InFlight& flight = *lookup.flight;
+    if (!deadline.has_value()) {
+      flight.done.WaitForNotification();
+    } else if (!flight.done.WaitForNotificationWithDeadline(
+                   absl::Now() + absl::FromChrono(*deadline - std::chrono::steady_clock::now()))) {
+      const pid_t holder = flight.lock_holder.load();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "deadline passed waiting for kernel ", hex, ", which another request of this process "
+          "is getting", holder > 0 ? absl::StrCat(" (it waits for the compile lock held by pid ",
+                                                  holder, ")")
+                                   : std::string()));
     }
-    if (auto it = failures_.find(hex); it != failures_.end()) {
-      if (start < it->second.expires) {
-        ++stats_.failed_key_hits;
-        return it->second.status;
-      }
-      failures_.erase(it);
+    if (flight.result.ok()) {
+      return Result{*flight.result, flight.source, std::chrono::steady_clock::now() - start};
     }
-    auto [it, inserted] = in_flight_.try_emplace(hex);
-    if (inserted) {
-      it->second = std::make_shared<InFlight>();
-      leader = true;
-    } else {
-      ++stats_.shared_waits;
+    if (!EndedByLeadersDeadline(flight.result.status()) || Passed(deadline)) {
+      return flight.result.status();
     }
-    flight = it->second;
   }
+}
 
-  if (!leader) {
-    flight->done.WaitForNotification();
-    if (!flight->result.ok()) return flight->result.status();
-    return Result{*flight->result, flight->source, std::chrono::steady_clock::now() - start};
-  }
+std::optional<absl::StatusOr<KernelCache::Result>> KernelCache::GetOrCompileUnlessInFlight(
+    const CacheKey& key, const CompileFn& compile, const CompileFn& fetch, Deadline deadline,
+    JoinedFn joined) {
+  const auto start = std::chrono::steady_clock::now();
+  Lookup lookup = Find(key.hex(), start, &joined);
+  if (lookup.done.has_value()) return std::move(lookup.done);
+  if (!lookup.leader) return std::nullopt;
+  return Lead(key.hex(), std::move(lookup.flight), compile, fetch, deadline, start);
+}
 
+pid_t KernelCache::LockHolderOf(const CacheKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(key.hex());
+  return it == in_flight_.end() ? 0 : it->second->lock_holder.load();
+}
+
+absl::StatusOr<KernelCache::Result> KernelCache::Lead(const std::string& hex,
+                                                      std::shared_ptr<InFlight> flight,
+                                                      const CompileFn& compile,
+                                                      const CompileFn& fetch, Deadline deadline,
+                                                      std::chrono::steady_clock::time_point start) {
   Source source = Source::kCompiled;
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> result =
-      Fetch(hex, compile, fetch, &source);
+      Fetch(hex, compile, fetch, deadline, *flight, &source);
+  std::vector<JoinedFn> joined;
   {
     absl::MutexLock lock(&mu_);
     // Publishing to memory and leaving the flight table happen under one lock, so a new request
@@ -116,12 +185,17 @@ absl::StatusOr<KernelCache::Result> KernelCache::GetOrCompile(const CacheKey& ke
           Failure{result.status(), std::chrono::steady_clock::now() + options_.failure_ttl};
     }
     in_flight_.erase(hex);
+    joined.swap(flight->joined);
   }
   flight->result = result;
   flight->source = source;
   flight->done.Notify();
-  if (!result.ok()) return result.status();
-  return Result{*std::move(result), source, std::chrono::steady_clock::now() - start};
+  absl::StatusOr<Result> outcome =
+      result.ok() ? absl::StatusOr<Result>(
+                        Result{*std::move(result), source, std::chrono::steady_clock::now() - start})
+                  : absl::StatusOr<Result>(result.status());
+  for (JoinedFn& fn : joined) fn(outcome);
+  return outcome;
 }
 
 absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::LoadFromDisk(
@@ -148,7 +222,8 @@ void KernelCache::StoreOnDisk(const std::string& key, const nvrtc::CompiledKerne
 }
 
 absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
-    const std::string& key, const CompileFn& compile, const CompileFn& fetch, Source* source) {
+    const std::string& key, const CompileFn& compile, const CompileFn& fetch, Deadline deadline,
+    InFlight& flight, Source* source) {
   std::optional<FileLock> file_lock;
   if (disk_ != nullptr) {
     if (auto hit = LoadFromDisk(key); hit.ok()) {
@@ -171,8 +246,19 @@ absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
     }
   }
   if (disk_ != nullptr) {
-    // Another process may be compiling this key: wait for its lock, then look again.
-    absl::StatusOr<FileLock> acquired = FileLock::Acquire(disk_->LockPath(key));
+    // Another process may be compiling this key: wait for its lock (until the deadline: a
+    // stopped holder must not keep us forever), then look again.
+    const std::string lock_path = disk_->LockPath(key);
+    absl::StatusOr<FileLock> acquired = FileLock::TryAcquire(lock_path);
+    if (acquired.ok() && !acquired->held()) {
+      flight.lock_holder = FileLock::HolderPid(lock_path);  // for waiters that give up
+      acquired = FileLock::Acquire(lock_path, deadline);
+      flight.lock_holder = 0;
+    }
+    if (absl::IsDeadlineExceeded(acquired.status())) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("kernel ", key, ": ", acquired.status().message()));
+    }
     if (acquired.ok()) {
       file_lock.emplace(*std::move(acquired));
       if (auto hit = LoadFromDisk(key); hit.ok()) {

@@ -6,19 +6,31 @@
 // Failures: a failed compile is never written to disk, but its status is remembered in memory
 // for Options::failure_ttl, so a kernel that does not compile is not recompiled on every request;
 // callers waiting on that compile get the same error. Transient errors (DeadlineExceeded,
-// Cancelled, Unavailable, ResourceExhausted, Aborted) are not remembered, but threads that were
-// already waiting on that compile still receive them (they do not retry on their own). Corrupt disk
+// Cancelled, Unavailable, ResourceExhausted, Aborted) are not remembered; threads that were
+// already waiting on that compile receive them, except DeadlineExceeded and Cancelled, after which
+// a waiter with time left tries again (see Deadlines below). Corrupt disk
 // entries are deleted, counted and recompiled. Disk problems (full, read-only) do not fail a
 // request that compiled: the kernel is returned and the write error counted.
+//
+// Deadlines: every wait (for another thread's compile of the key, for another process's lock on
+// it, for `compile` itself when it honours the deadline) ends at the caller's deadline with
+// DeadlineExceeded naming the key, and the pid holding the key's lock when that is what it waited
+// for. A waiter whose leader failed with DeadlineExceeded or Cancelled (the leader's deadline,
+// not its own) tries again itself while its own deadline allows. Callers that must not spend a
+// thread per waiter (the daemon) use GetOrCompileUnlessInFlight: then one thread per key waits,
+// however many requests want the key.
 //
 // Thread-safety: every method is thread-safe. The compile function runs on the calling thread
 // with no cache lock held, so compiles of different keys run in parallel.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +85,8 @@ class KernelCache {
   };
 
   using CompileFn = std::function<absl::StatusOr<nvrtc::CompiledKernel>()>;
+  using Deadline = std::optional<std::chrono::steady_clock::time_point>;  // nullopt: none
+  using JoinedFn = std::function<void(const absl::StatusOr<Result>&)>;
 
   // Opens (creating if needed) the cache directory. Fails if the directory cannot be created or
   // written; a caller that wants to go on without disk can retry with memory_only.
@@ -88,7 +102,20 @@ class KernelCache {
   // lock, so asking it while holding the lock would make the request wait on itself. A fetched
   // kernel is stored like a compiled one; a fetch error falls through to `compile`.
   absl::StatusOr<Result> GetOrCompile(const CacheKey& key, const CompileFn& compile,
-                                      const CompileFn& fetch = {});
+                                      const CompileFn& fetch = {}, Deadline deadline = std::nullopt);
+
+  // GetOrCompile, except that when a thread of this process already leads `key`'s flight this
+  // does not wait: it keeps `joined` and returns nullopt, and `joined` runs once, on the leading
+  // thread, with that flight's result. The leader may wait as long as its own deadline lets it,
+  // so the caller enforces its own deadline on a joined request (LockHolderOf helps it say why).
+  std::optional<absl::StatusOr<Result>> GetOrCompileUnlessInFlight(const CacheKey& key,
+                                                                  const CompileFn& compile,
+                                                                  const CompileFn& fetch,
+                                                                  Deadline deadline,
+                                                                  JoinedFn joined);
+  // The pid holding the cross-process lock that this process's flight of `key` waits for; 0 when
+  // there is no such flight, it does not wait for a lock, or the holder left no pid.
+  pid_t LockHolderOf(const CacheKey& key) const;
 
   CacheStats Stats() const;
   absl::StatusOr<std::vector<DiskStore::EntryInfo>> List() const;
@@ -112,7 +139,22 @@ class KernelCache {
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> Fetch(const std::string& key,
                                                                      const CompileFn& compile,
                                                                      const CompileFn& fetch,
+                                                                     Deadline deadline,
+                                                                     InFlight& flight,
                                                                      Source* source);
+  // Runs the flight this thread leads and publishes its result (memory, failures, waiters).
+  absl::StatusOr<Result> Lead(const std::string& hex, std::shared_ptr<InFlight> flight,
+                              const CompileFn& compile, const CompileFn& fetch, Deadline deadline,
+                              std::chrono::steady_clock::time_point start);
+  // What a request gets from the table: a hit or remembered failure (done), the flight it
+  // leads, or the flight it may join. Adds `joined` to a flight it finds when given.
+  struct Lookup {
+    std::optional<absl::StatusOr<Result>> done;
+    std::shared_ptr<InFlight> flight;
+    bool leader = false;
+  };
+  Lookup Find(const std::string& hex, std::chrono::steady_clock::time_point start,
+              JoinedFn* joined);
   // Stores a kernel this process made (compiled or fetched) on disk; failures are counted.
   void StoreOnDisk(const std::string& key, const nvrtc::CompiledKernel& kernel);
   absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> LoadFromDisk(const std::string& key);

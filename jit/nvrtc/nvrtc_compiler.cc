@@ -8,6 +8,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <set>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -17,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "jit/nvrtc/include_scan.h"
+#include "jit/nvrtc/log_filter.h"
 #include "runtime/base/status_macros.h"
 
 namespace syncopate::nvrtc {
@@ -312,6 +315,10 @@ absl::StatusOr<CompiledKernel> Compile(const std::string& source, const CompileO
 
   std::vector<std::string> args;
   args.push_back(absl::StrCat("--gpu-architecture=", target));
+  // Includes resolve only against `headers` and `include_paths`: by default NVRTC also searches
+  // the program's directory, which for an in-memory program is the process's working directory,
+  // a place no cache key covers and a caller of the daemon must not reach.
+  args.push_back("--no-source-include");
   for (const std::string& dir : options.include_paths) {
     args.push_back(absl::StrCat("--include-path=", dir));
   }
@@ -335,7 +342,11 @@ absl::StatusOr<CompiledKernel> Compile(const std::string& source, const CompileO
       nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
   double compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::string log = program.Log();
+  // Only lines of files this compile was given (compile_policy.h, log_filter.h).
+  std::set<std::string, std::less<>> in_memory = {options.program_name, std::string(kNameMapFile)};
+  for (const auto& [name, content] : options.headers) in_memory.insert(name);
+  for (std::string& name : LineDirectiveNames(source)) in_memory.insert(std::move(name));
+  std::string log = FilterLog(program.Log(), in_memory, options.include_paths);
 
   if (result == NVRTC_ERROR_CANCELLED || flow.cancelled.load()) {
     return absl::DeadlineExceededError(

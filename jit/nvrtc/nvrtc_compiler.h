@@ -22,6 +22,12 @@
 //   "native"           rejected: the caller resolves it from the device (the runtime knows the
 //                      GPU; this layer must not touch the driver).
 //
+// What a compile reads: `source`, `headers` and files under `include_paths`, nothing else
+// (--no-source-include is always passed, so neither the program's directory nor the working
+// directory is searched). Logs and error messages quote lines only of the source and the
+// in-memory headers; diagnostics in other files keep their location and message but not their
+// text (log_filter.h). Untrusted callers check their input with compile_policy.h first.
+//
 // Thread-safety: Compile() and the version queries are thread-safe; concurrent compiles run in
 // parallel (NVRTC programs are independent).
 #pragma once
