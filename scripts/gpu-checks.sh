@@ -7,7 +7,8 @@
 # (each at MPS_PCT percent of the SMs, default 50), both with CUDA_DEVICE_MAX_CONNECTIONS=<c>.
 # MPS runs with private pipe/log folders and is always stopped at the end (trap); no device
 # setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
-# protocol's tests); the full binary runs once, time-sliced. SKIP_BENCH=1: tests only.
+# protocol's tests); the full binary runs once, time-sliced (SKIP_FULL=1: not at all).
+# SKIP_BENCH=1: tests only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/.device/bin
@@ -54,8 +55,10 @@ in_mode() {
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:SymmetricMemory*:InterNode*'}
-step cuda_unit_test "$bin/cuda_unit_test"
-step cuda_gpu_test "$bin/cuda_gpu_test"
+if [[ -z ${SKIP_FULL:-} ]]; then
+  step cuda_unit_test "$bin/cuda_unit_test"
+  step cuda_gpu_test "$bin/cuda_gpu_test"
+fi
 for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
   step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"
 done
