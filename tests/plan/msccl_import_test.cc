@@ -20,9 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string DataPath(const std::string& name) {
-  // tests/plan/<this file> -> tests/data/msccl/<name>
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "data" / "msccl" / name)
-      .string();
+  return (std::filesystem::path(SYNCOPATE_SOURCE_DIR) / "tests" / "data" / "msccl" / name).string();
 }
 
 std::string ReadData(const std::string& name) {

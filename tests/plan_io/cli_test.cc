@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = SYNCOPATE_SOURCE_DIR;
 
 struct Result {
   int code = -1;

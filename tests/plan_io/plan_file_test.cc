@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = SYNCOPATE_SOURCE_DIR;
 
 std::string TempPath(const std::string& name) {
   return (fs::path(::testing::TempDir()) / name).string();
