@@ -194,6 +194,19 @@ std::vector<std::string> SpecLines(const KernelSpec& spec, const std::vector<Ope
 }
 
 // The call of the user's kernel template, shared by the fused and local entries.
+// True when no transfer on any rank waits for a tile: no outgoing chunk has producer tiles and
+// no landing guard exists. Comm CTAs may then compute tiles after their program without a
+// deadlock (no comm step ever waits for work dealt to a comm CTA, on this rank or a peer).
+bool CommIndependentOfTiles(const LoweredSchedule& lw) {
+  for (const RankSchedule& rs : lw.ranks) {
+    if (!rs.guards.empty()) return false;
+    for (const OutgoingChunk& c : rs.outgoing) {
+      if (c.producers > 0) return false;
+    }
+  }
+  return true;
+}
+
 std::string KernelCall(const KernelSpec& spec, absl::string_view schedule_type) {
   std::string out;
   absl::StrAppend(&out, "  ", spec.entry, "<", schedule_type);
@@ -424,6 +437,8 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   absl::StrAppend(&src, "  static constexpr int kTilesN = ", lw.tiles_n, ";\n");
   absl::StrAppend(&src, "  static constexpr int kNumTiles = ", tiles, ";\n");
   absl::StrAppend(&src, "  static constexpr int kGroupM = ", spec.group_m, ";\n");
+  absl::StrAppend(&src, "  static constexpr bool kCommJoinsCompute = ",
+                  CommIndependentOfTiles(lw) ? "true" : "false", ";\n");
   const std::pair<const char*, const char*> accessors[] = {
       {"int", "tile_order"},  {"int", "wait_offsets"}, {"syncopate::WaitEntry", "waits"},
       {"int", "out_offsets"}, {"int", "tile_out"},     {"int", "out_base"},
@@ -445,8 +460,9 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   absl::StrAppend(&src, "  using Schedule = syncopate::FusedSchedule<Tables>;\n");
   absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
   absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks\n");
-  absl::StrAppend(&src, "    syncopate::RunTransferProgram<Tables>(args);\n    return;\n  }\n");
-  absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails\n");
+  absl::StrAppend(&src, "    if (!syncopate::RunTransferProgram<Tables>(args)) return;\n");
+  absl::StrAppend(&src, "    if (!Schedule::CommJoinsCompute(args)) return;  // else: on to tiles\n");
+  absl::StrAppend(&src, "  } else if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails\n");
   absl::StrAppend(&src, "    syncopate::RunControlCta(args);\n    return;\n  }\n");
   absl::StrAppend(&src, "  Schedule schedule(args);\n");
   absl::StrAppend(&src, "  schedule.PublishUnproducedChunks();\n");

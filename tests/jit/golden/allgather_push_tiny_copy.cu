@@ -112,6 +112,7 @@ struct Tables {
   static constexpr int kTilesN = 1;
   static constexpr int kNumTiles = 3;
   static constexpr int kGroupM = 1;
+  static constexpr bool kCommJoinsCompute = true;
   static SYNCOPATE_DEVICE const int* tile_order() { return kTileOrder; }
   static SYNCOPATE_DEVICE const int* wait_offsets() { return kWaitOffsets; }
   static SYNCOPATE_DEVICE const syncopate::WaitEntry* waits() { return kWaits; }
@@ -134,10 +135,9 @@ syncopate_fused_tiny_copy_cdea9d0c73f447f3(syncopate::FusedLaunchArgs args) {
   using Schedule = syncopate::FusedSchedule<Tables>;
   if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;
   if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks
-    syncopate::RunTransferProgram<Tables>(args);
-    return;
-  }
-  if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails
+    if (!syncopate::RunTransferProgram<Tables>(args)) return;
+    if (!Schedule::CommJoinsCompute(args)) return;  // else: on to tiles
+  } else if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails
     syncopate::RunControlCta(args);
     return;
   }

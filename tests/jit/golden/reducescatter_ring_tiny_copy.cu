@@ -156,6 +156,7 @@ struct Tables {
   static constexpr int kTilesN = 1;
   static constexpr int kNumTiles = 3;
   static constexpr int kGroupM = 1;
+  static constexpr bool kCommJoinsCompute = false;
   static SYNCOPATE_DEVICE const int* tile_order() { return kTileOrder; }
   static SYNCOPATE_DEVICE const int* wait_offsets() { return kWaitOffsets; }
   static SYNCOPATE_DEVICE const syncopate::WaitEntry* waits() { return kWaits; }
@@ -178,10 +179,9 @@ syncopate_fused_tiny_copy_b54f388de42a1815(syncopate::FusedLaunchArgs args) {
   using Schedule = syncopate::FusedSchedule<Tables>;
   if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;
   if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks
-    syncopate::RunTransferProgram<Tables>(args);
-    return;
-  }
-  if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails
+    if (!syncopate::RunTransferProgram<Tables>(args)) return;
+    if (!Schedule::CommJoinsCompute(args)) return;  // else: on to tiles
+  } else if (blockIdx.x < args.num_comm_ctas + args.num_control_ctas) {  // gates, tails
     syncopate::RunControlCta(args);
     return;
   }

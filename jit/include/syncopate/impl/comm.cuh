@@ -8,7 +8,10 @@
 // dependencies are met, so a step blocked on one channel never stalls another channel
 // (channels of a rank run concurrently in the plan's semantics). Before its first step a comm
 // CTA waits for the entry guards (peers entered the launch); comm CTA 0 ends with the tail waits
-// when the launch has no control CTA (launch_abi.h).
+// when the launch has no control CTA (launch_abi.h). When no transfer of the plan waits for a
+// tile (Tables::kCommJoinsCompute: AllGather-like plans), a comm CTA that finished its program
+// goes on to compute tiles (FusedSchedule deals them), so the slots it held are not lost to the
+// GEMM for the rest of the kernel.
 // Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_COMM_CUH_
 #define SYNCOPATE_IMPL_COMM_CUH_
@@ -53,9 +56,10 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
 
 }  // namespace detail
 
-// CTA-collective; call from comm CTAs only (blockIdx.x < args.num_comm_ctas).
+// CTA-collective; call from comm CTAs only (blockIdx.x < args.num_comm_ctas). False when the
+// launch aborted (the CTA must then return).
 template <class Tables>
-SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
+SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
   __shared__ int cursor[kCommMaxChannelsPerCta];
   __shared__ int cursor_end[kCommMaxChannelsPerCta];
   __shared__ int next_step;
@@ -75,7 +79,7 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
   }
   const int owned = chan_count > slot ? (chan_count - slot + slots - 1) / slots : 0;
   const bool tid0 = FlatThreadIdx() == 0;
-  if (owned > 0 && !__syncthreads_and(tid0 ? WaitGuards(args, -1) : true)) return;
+  if (owned > 0 && !__syncthreads_and(tid0 ? WaitGuards(args, -1) : true)) return false;
 
   for (int batch = 0; batch < owned; batch += kCommMaxChannelsPerCta) {
     const int n = owned - batch < kCommMaxChannelsPerCta ? owned - batch : kCommMaxChannelsPerCta;
@@ -115,7 +119,7 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
       }
       __syncthreads();
       const int step = next_step;
-      if (step == -2) return;
+      if (step == -2) return false;
       if (step < 0) break;
       // Ends with a barrier, so next_step is not rewritten before every thread has read it.
       MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments(), part, parts, step);
@@ -123,6 +127,7 @@ SYNCOPATE_DEVICE void RunTransferProgram(const FusedLaunchArgs& args) {
     __syncthreads();  // the cursors are rewritten by the next batch
   }
   if (cta == 0 && args.num_control_ctas == 0) RunTailWaits(args);
+  return true;
 }
 
 }  // namespace syncopate

@@ -125,6 +125,7 @@ class LocalSchedule {
 
 // The overlap schedule. `Tables` (generated) provides:
 //   static constexpr int kWorldSize, kTilesM, kTilesN, kNumTiles, kGroupM;
+//   static constexpr bool kCommJoinsCompute;  no transfer waits for a tile (no producers, guards)
 //   static const int* tile_order();     [world][num_tiles] canonical tile ids, execution order
 //   static const int* wait_offsets();   [world * num_tiles + 1] into waits(), by canonical id
 //   static const WaitEntry* waits();
@@ -142,14 +143,27 @@ class FusedSchedule {
  public:
   SYNCOPATE_DEVICE explicit FusedSchedule(const FusedLaunchArgs& args) : args_(args) {}
 
-  // Compute CTAs follow the comm and control CTAs; tiles are dealt out among them.
+  // Compute CTAs follow the comm and control CTAs; tiles are dealt out among them. Where comm
+  // CTAs join the computation (CommJoinsCompute), they take the last places of the deal, so the
+  // first tiles of the order go to CTAs that start on them at once.
   SYNCOPATE_DEVICE int first() const {
-    return static_cast<int>(blockIdx.x) -
-           static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas);
+    const int b = static_cast<int>(blockIdx.x);
+    const int fixed = static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas);
+    if (!CommJoinsCompute(args_)) return b - fixed;
+    const int compute = static_cast<int>(gridDim.x) - fixed;
+    return b < fixed ? compute + b : b - fixed;
   }
   SYNCOPATE_DEVICE int stride() const {
     return static_cast<int>(gridDim.x) -
-           static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas);
+           (CommJoinsCompute(args_)
+                ? 0
+                : static_cast<int>(args_.num_comm_ctas + args_.num_control_ctas));
+  }
+  // True when comm CTAs compute tiles after their transfer program: no transfer of the plan
+  // waits for a tile (so a comm CTA's program never waits for work dealt to comm CTAs) and the
+  // launch has no control CTA (which must stay free to release gates until the end).
+  static SYNCOPATE_DEVICE bool CommJoinsCompute(const FusedLaunchArgs& args) {
+    return Tables::kCommJoinsCompute && args.num_comm_ctas > 0 && args.num_control_ctas == 0;
   }
   SYNCOPATE_DEVICE int num_tiles() const { return Tables::kNumTiles; }
   SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
@@ -309,7 +323,7 @@ class FusedSchedule {
   // Outgoing chunks no tile writes are ready from the start; the first compute CTA publishes
   // them (the copy engine or the comm CTAs may be waiting for chunk_ready).
   SYNCOPATE_DEVICE void PublishUnproducedChunks() const {
-    if (first() != 0 || FlatThreadIdx() != 0) return;
+    if (blockIdx.x != args_.num_comm_ctas + args_.num_control_ctas || FlatThreadIdx() != 0) return;
     const int begin = Tables::out_base()[args_.rank];
     const int end = Tables::out_base()[args_.rank + 1];
     for (int i = begin; i < end; ++i) {
