@@ -163,6 +163,17 @@ class Runner {
   std::string cublas_error_;
   cuda::Stream stream_;
   std::vector<cuda::Event> events_;
+  // A run that is two launches marks the point between them (MarkMid) during timed reps, so
+  // Time can say where the time of a slow composite went.
+  std::vector<cuda::Event> mid_events_;
+  int timed_rep_ = -1;       // the rep Time is in; -1 in warm-up and checks
+  std::vector<bool> mid_marked_;
+  std::string split_note_;   // set by Time when every rep marked its middle
+  absl::Status MarkMid() {
+    if (timed_rep_ < 0) return absl::OkStatus();
+    mid_marked_[timed_rep_] = true;
+    return mid_events_[timed_rep_].Record(stream());
+  }
   // Symmetric (peers read / write them) and local buffers, sized for the largest problem.
   cuda::SymmetricBuffer* data_ = nullptr;    // AG: gathered A; AR: C reduced in place
   cuda::SymmetricBuffer* input_ = nullptr;   // RS: C (this rank's partial)
@@ -217,6 +228,10 @@ absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem
   for (int i = 0; i < 2 * f_.reps; ++i) {
     ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(api(), CU_EVENT_DEFAULT));
     events_.push_back(std::move(e));
+  }
+  for (int i = 0; i < f_.reps; ++i) {
+    ASSIGN_OR_RETURN(cuda::Event e, cuda::Event::Create(api(), CU_EVENT_DEFAULT));
+    mid_events_.push_back(std::move(e));
   }
   return Allocate(problems);
 }
@@ -376,20 +391,37 @@ absl::StatusOr<double> Runner::Time(const std::function<absl::Status()>& prepare
   }
   // No host sync between reps: a rank's host running ahead only queues work, and the launch
   // protocol's entry waits line the ranks up on the GPU.
+  mid_marked_.assign(f_.reps, false);
+  split_note_.clear();
   for (int i = 0; i < f_.reps; ++i) {
     if (prepare) RETURN_IF_ERROR(prepare());
     RETURN_IF_ERROR(events_[2 * i].Record(stream()));
-    RETURN_IF_ERROR(run());
+    timed_rep_ = i;
+    absl::Status ran = run();
+    timed_rep_ = -1;
+    RETURN_IF_ERROR(ran);
     RETURN_IF_ERROR(events_[2 * i + 1].Record(stream()));
   }
   RETURN_IF_ERROR(SyncAll());
-  std::vector<double> ms;
+  std::vector<double> ms, first, second;
   for (int i = 0; i < f_.reps; ++i) {
     ASSIGN_OR_RETURN(float t, events_[2 * i + 1].ElapsedMsSince(events_[2 * i]));
     ms.push_back(t);
+    if (mid_marked_[i]) {
+      ASSIGN_OR_RETURN(float a, mid_events_[i].ElapsedMsSince(events_[2 * i]));
+      ASSIGN_OR_RETURN(float b, events_[2 * i + 1].ElapsedMsSince(mid_events_[i]));
+      first.push_back(a);
+      second.push_back(b);
+    }
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (first.size() == ms.size()) {
+    split_note_ = absl::StrFormat("parts %.3f + %.3f ms (medians)", median(first), median(second));
+  }
+  return median(ms);
 }
 
 absl::Status Runner::PoisonForCheck(const Problem& p) {
@@ -493,13 +525,16 @@ absl::Status Runner::Measure(const Problem& p, ResultRow row,
     if (!t.ok()) {
       mine = Failed(t.status(), rt_->group().broken());
     } else if (f_.check && what != CheckWhat::kNone) {
+      const std::string split = split_note_;
       absl::Status st = prepare_check ? prepare_check() : absl::OkStatus();
       if (st.ok()) st = run();
       if (st.ok()) st = SyncAll();
       mine = st.ok() ? CheckResult(p, what) : Failed(st, rt_->group().broken());
       mine.time_ms = *t;
+      if (!split.empty()) absl::StrAppend(&mine.note, mine.note.empty() ? "" : "; ", split);
     } else {
       mine.time_ms = *t;
+      if (!split_note_.empty()) mine.note = split_note_;
     }
   }
   ASSIGN_OR_RETURN(Measurement all, Gather(mine));
@@ -663,24 +698,35 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
       }
     }
   }
-  // 6. The fused kernel per backend x chunks.
+  // 6. The fused kernel per backend x chunks (x comm CTA count on the SM backend).
   for (const std::string& b : f_.backends) {
     for (Variant& v : variants) {
       if (!v.usable) continue;
-      ResultRow r = RowFor(p, "syncopate");
-      r.backend = b;
-      r.chunks = v.chunks;
       if (b == "ce" && v.pk.has_reductions) {
+        ResultRow r = RowFor(p, "syncopate");
+        r.backend = b;
+        r.chunks = v.chunks;
         r.check = "unsupported";
         r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
                               PlanTemplate(f_, p.workload), " reduces");
         rows.push_back(r);
         continue;
       }
-      const cuda::LaunchOptions lo = launch_opts(b);
-      auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
-      RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
-                              CheckWhat::kResult, rows, nullptr));
+      const std::vector<int> comm_counts = b == "sm" ? f_.comm_ctas : std::vector<int>{0};
+      for (int comm_ctas : comm_counts) {
+        ResultRow r = RowFor(p, "syncopate");
+        r.backend = b;
+        r.chunks = v.chunks;
+        cuda::LaunchOptions lo = launch_opts(b);
+        lo.comm_ctas = comm_ctas;
+        auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
+        RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
+                                CheckWhat::kResult, rows, nullptr));
+        if (comm_ctas > 0) {
+          ResultRow& back = rows.back();
+          back.note = absl::StrCat("comm_ctas=", comm_ctas, back.note.empty() ? "" : "; ", back.note);
+        }
+      }
     }
   }
   // 7. Unfused: the parts back to back at the best comm_only config (what a fallback runs).
@@ -693,9 +739,11 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
     auto run = [&]() -> absl::Status {
       if (is_ag(p)) {
         RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));
+        RETURN_IF_ERROR(MarkMid());
         return rt_->LaunchLocal(*v->gemm_bound, stream());
       }
       RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream()));
+      RETURN_IF_ERROR(MarkMid());
       return rt_->Launch(*v->comm_bound, stream(), lo);
     };
     r.note = is_ag(p) ? "comm_only then local GEMM" : "local GEMM then comm_only";

@@ -108,6 +108,7 @@ communication alone, with every output checked against an fp32 reference.
   --timeout-ms N        device-side wait deadline                                     [10000]
   --ce-free-ctas N      copy engine: CTA slots the fused kernel leaves for the driver's copies
                         (cuda::DefaultCopyEngineFreeCtas says why)              [-1: default]
+  --comm-ctas LIST      SM backend: comm CTA counts for the fused rows (0: the default) [0]
   --no-check            skip the correctness checks (not for reported numbers)
   --csv PATH            results (appended; header written when the file is new) [tp_bench.csv]
   --cache-dir DIR       kernel cache shared by the ranks     [/tmp/syncopate-tp-bench-cache]
@@ -126,7 +127,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       "gpus",    "ranks-per-gpu", "tp",         "workloads", "models",       "tokens",
       "chunks",  "backends",      "ag-plan",    "rs-plan",   "ar-plan",      "warmup",
       "reps",    "timeout-ms",    "run-timeout-s", "csv",   "cache-dir",    "arch",
-      "gemm",    "ce-free-ctas"};
+      "gemm",    "ce-free-ctas",  "comm-ctas"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -211,6 +212,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "ce-free-ctas") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 0, 100000));
       f.ce_free_ctas = static_cast<int>(v);
+    } else if (name == "comm-ctas") {
+      ASSIGN_OR_RETURN(f.comm_ctas, ParseIntList<int>(name, value, 0, 1024));
     } else if (name == "run-timeout-s") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 1, 86400));
       f.run_timeout_s = static_cast<int>(v);
