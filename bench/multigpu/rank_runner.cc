@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <set>
@@ -143,6 +144,9 @@ class Runner {
   enum class CheckWhat { kNone, kResult, kGatherOnly };
   Measurement CheckResult(const Problem& p, CheckWhat what);
   absl::Status PoisonForCheck(const Problem& p);
+  // --trace: two launches, then one traced (impl/trace.cuh); the records go to a CSV named by
+  // `tag`. Collective (every rank launches).
+  absl::Status TraceFused(Variant& v, const cuda::LaunchOptions& lo, const std::string& tag);
   absl::Status RestorePartial(const Problem& p);
   absl::StatusOr<Measurement> Gather(const Measurement& mine);
   // Measures (time, then one checked launch) and gathers; `rows` gets rank 0's row.
@@ -424,6 +428,34 @@ absl::StatusOr<double> Runner::Time(const std::function<absl::Status()>& prepare
   return median(ms);
 }
 
+absl::Status Runner::TraceFused(Variant& v, const cuda::LaunchOptions& lo, const std::string& tag) {
+  ASSIGN_OR_RETURN(cuda::OverlapRuntime::Geometry geo, rt_->GridOf(*v.gemm_bound, lo));
+  const size_t bytes = sizeof(uint64_t) * 4 * geo.ctas;
+  ASSIGN_OR_RETURN(DeviceBuffer records, DeviceBuffer::Allocate(api(), bytes));
+  CU_RETURN_IF_ERROR(api().cuMemsetD8Async(records.get(), 0, bytes, stream()));
+  // The traced launch follows two others without a host sync, as a timed rep does.
+  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(rt_->Launch(*v.gemm_bound, stream(), lo));
+  cuda::LaunchOptions traced = lo;
+  traced.cta_trace = records.get();
+  RETURN_IF_ERROR(rt_->Launch(*v.gemm_bound, stream(), traced));
+  RETURN_IF_ERROR(SyncAll());
+  std::vector<uint64_t> rec(4 * static_cast<size_t>(geo.ctas));
+  CU_RETURN_IF_ERROR(api().cuMemcpyDtoH(rec.data(), records.get(), bytes));
+  const std::string path = absl::StrCat(f_.trace_dir, "/", tag, "_rank", rank_, ".csv");
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) return absl::InternalError(absl::StrCat("cannot write ", path));
+  std::fprintf(out, "cta,comm,smid,start_ns,end_ns,wait_ns,waits\n");
+  for (int b = 0; b < geo.ctas; ++b) {
+    const uint64_t* r = &rec[4 * static_cast<size_t>(b)];
+    std::fprintf(out, "%d,%d,%u,%llu,%llu,%llu,%u\n", b, b < geo.comm_ctas ? 1 : 0,
+                 static_cast<unsigned>(r[3] >> 32), static_cast<unsigned long long>(r[0]),
+                 static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[2]),
+                 static_cast<unsigned>(r[3] & 0xffffffffu));
+  }
+  std::fclose(out);
+  return absl::OkStatus();
+}
+
 absl::Status Runner::PoisonForCheck(const Problem& p) {
   CUstream s = stream();
   switch (p.workload) {
@@ -627,6 +659,16 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
                                check.note.empty() ? "" : "; ", check.note);
     }
   }
+  // 3b. The local GEMM on a smaller grid (--grid-pct), unchecked (same kernel as above).
+  const int sms = rt_->group().context().sm_count();
+  auto grid_of = [sms](int pct) { return std::max(1, sms * pct / 100); };
+  for (int pct : f_.grid_pct) {
+    if (pct == 100) continue;
+    ResultRow r = RowFor(p, "local-gemm");
+    r.note = absl::StrCat("grid ", grid_of(pct), " CTAs (", pct, "% of ", sms, " SMs)");
+    auto run = [&] { return rt_->LaunchLocal(*base->gemm_bound, stream(), grid_of(pct)); };
+    RETURN_IF_ERROR(Measure(p, r, nullptr, run, nullptr, CheckWhat::kNone, rows, nullptr));
+  }
   // 4. cuBLAS on the same per-rank GEMM (bf16 out), for reference; not checked.
   if (cublas_) {
     ResultRow r = RowFor(p, "cublas-gemm");
@@ -713,18 +755,31 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
         continue;
       }
       const std::vector<int> comm_counts = b == "sm" ? f_.comm_ctas : std::vector<int>{0};
+      const std::vector<int> pcts = b == "sm" ? f_.grid_pct : std::vector<int>{100};
       for (int comm_ctas : comm_counts) {
-        ResultRow r = RowFor(p, "syncopate");
-        r.backend = b;
-        r.chunks = v.chunks;
-        cuda::LaunchOptions lo = launch_opts(b);
-        lo.comm_ctas = comm_ctas;
-        auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
-        RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
-                                CheckWhat::kResult, rows, nullptr));
-        if (comm_ctas > 0) {
-          ResultRow& back = rows.back();
-          back.note = absl::StrCat("comm_ctas=", comm_ctas, back.note.empty() ? "" : "; ", back.note);
+        for (int pct : pcts) {
+          ResultRow r = RowFor(p, "syncopate");
+          r.backend = b;
+          r.chunks = v.chunks;
+          cuda::LaunchOptions lo = launch_opts(b);
+          lo.comm_ctas = comm_ctas;
+          // The comm CTAs count toward the grid (16: DefaultCommCtas's cap when not given).
+          if (pct != 100) lo.compute_ctas = std::max(1, grid_of(pct) - (comm_ctas > 0 ? comm_ctas : 16));
+          auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
+          RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
+                                  CheckWhat::kResult, rows, nullptr));
+          if (!f_.trace_dir.empty() && b == "sm") {
+            RETURN_IF_ERROR(TraceFused(v, lo, absl::StrCat(
+                WorkloadName(p.workload), "_", p.model, "_M", p.m, "_tp", world_, "_x", v.chunks,
+                "_comm", comm_ctas, "_pct", pct)));
+          }
+          std::string what;
+          if (comm_ctas > 0) what = absl::StrCat("comm_ctas=", comm_ctas);
+          if (pct != 100) absl::StrAppend(&what, what.empty() ? "" : " ", "compute_ctas=", lo.compute_ctas);
+          if (!what.empty()) {
+            ResultRow& back = rows.back();
+            back.note = absl::StrCat(what, back.note.empty() ? "" : "; ", back.note);
+          }
         }
       }
     }

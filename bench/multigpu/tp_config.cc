@@ -109,6 +109,8 @@ communication alone, with every output checked against an fp32 reference.
   --ce-free-ctas N      copy engine: CTA slots the fused kernel leaves for the driver's copies
                         (cuda::DefaultCopyEngineFreeCtas says why)              [-1: default]
   --comm-ctas LIST      SM backend: comm CTA counts for the fused rows (0: the default) [0]
+  --grid-pct LIST       grid as % of the SMs a rank sees, local-gemm and fused SM rows  [100]
+  --trace DIR           after each fused row, one launch's per-CTA timeline to DIR/*.csv
   --no-check            skip the correctness checks (not for reported numbers)
   --csv PATH            results (appended; header written when the file is new) [tp_bench.csv]
   --cache-dir DIR       kernel cache shared by the ranks     [/tmp/syncopate-tp-bench-cache]
@@ -127,7 +129,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       "gpus",    "ranks-per-gpu", "tp",         "workloads", "models",       "tokens",
       "chunks",  "backends",      "ag-plan",    "rs-plan",   "ar-plan",      "warmup",
       "reps",    "timeout-ms",    "run-timeout-s", "csv",   "cache-dir",    "arch",
-      "gemm",    "ce-free-ctas",  "comm-ctas"};
+      "gemm",    "ce-free-ctas",  "comm-ctas",    "grid-pct",  "trace"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -214,6 +216,10 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.ce_free_ctas = static_cast<int>(v);
     } else if (name == "comm-ctas") {
       ASSIGN_OR_RETURN(f.comm_ctas, ParseIntList<int>(name, value, 0, 1024));
+    } else if (name == "trace") {
+      f.trace_dir = value;
+    } else if (name == "grid-pct") {
+      ASSIGN_OR_RETURN(f.grid_pct, ParseIntList<int>(name, value, 1, 100));
     } else if (name == "run-timeout-s") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 1, 86400));
       f.run_timeout_s = static_cast<int>(v);

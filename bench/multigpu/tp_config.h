@@ -65,6 +65,13 @@ struct BenchFlags {
   // SM backend: comm CTA counts to measure the fused kernel with (0: DefaultCommCtas). Comm-only
   // always runs at the default: it is the reference, not a variant.
   std::vector<int> comm_ctas = {0};
+  // Grid size as a percentage of the SMs this rank sees (the GEMM runs one CTA per SM): extra
+  // local-gemm and fused SM rows below 100 show whether a grid that does not fill the rank's
+  // share runs faster beside concurrent ranks (CTA placement under MPS).
+  std::vector<int> grid_pct = {100};
+  // Non-empty: after each fused row, one launch traced per CTA (impl/trace.cuh) into
+  // <trace_dir>/<row>_rank<r>.csv (cta, smid, start_ns, end_ns, wait_ns, waits).
+  std::string trace_dir;
   bool check = true;
   std::string csv = "tp_bench.csv";
   std::string cache_dir = "/tmp/syncopate-tp-bench-cache";

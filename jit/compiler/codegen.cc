@@ -459,6 +459,7 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   absl::StrAppend(&src, "  using Tables = syncopate_generated::Tables;\n");
   absl::StrAppend(&src, "  using Schedule = syncopate::FusedSchedule<Tables>;\n");
   absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
+  absl::StrAppend(&src, "  syncopate::CtaTrace trace(args);  // no-op unless args.cta_trace\n");
   absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks\n");
   absl::StrAppend(&src, "    if (!syncopate::RunTransferProgram<Tables>(args)) return;\n");
   absl::StrAppend(&src, "    if (!Schedule::CommJoinsCompute(args)) return;  // else: on to tiles\n");

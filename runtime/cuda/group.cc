@@ -160,6 +160,7 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.num_control_ctas = launch.num_control_ctas;
   args.gate_words = reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, gates)));
   args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
+  args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
   return args;
 }
 

@@ -127,6 +127,9 @@ struct KernelLaunch {
 
 struct LaunchTimeouts {
   absl::Duration wait = absl::Milliseconds(2000);  // every device-side wait, and the host's watch
+  // Diagnostics, not a timeout: device memory for the per-CTA records of impl/trace.cuh
+  // (4 x u64 per CTA of the grid), or 0. Not captured into graphs.
+  CUdeviceptr cta_trace = 0;
 };
 
 class LaunchGraph;

@@ -306,7 +306,13 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
 absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return group_->Launch(*l, stream, LaunchTimeouts{options.timeout});
+  return group_->Launch(*l, stream, LaunchTimeouts{options.timeout, options.cta_trace});
+}
+
+absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
+                                                                 const LaunchOptions& options) {
+  ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
+  return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas)};
 }
 
 absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas) {

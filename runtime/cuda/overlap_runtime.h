@@ -63,6 +63,9 @@ struct LaunchOptions {
   int comm_ctas = 0;     // SM backend: 0 = DefaultCommCtas
   int compute_ctas = 0;  // 0 = persistent: min(tiles, resident CTAs for the rest of the GPU)
   int free_ctas = -1;    // copy engine: slots left for the driver's copies; -1 = default
+  // Diagnostics: per-CTA timeline of this launch (jit/include/syncopate/impl/trace.cuh), device
+  // memory of 4 x u64 per CTA of the grid (GridCtas says how many), or 0.
+  CUdeviceptr cta_trace = 0;
 };
 
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
@@ -159,6 +162,13 @@ class OverlapRuntime {
   // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
   // on the first call.
   absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0);
+  // The grid a Launch with `options` runs: CTAs in all, of which comm CTAs (SM backend) come
+  // first. For sizing LaunchOptions::cta_trace.
+  struct Geometry {
+    int ctas = 0;
+    int comm_ctas = 0;
+  };
+  absl::StatusOr<Geometry> GridOf(BoundKernel& bound, const LaunchOptions& options);
   // Waits for every launch on `stream`; DeadlineExceeded names the peer that did not deliver.
   absl::Status Sync(CUstream stream) { return group_->Sync(stream); }
   // One launch captured into a CUDA graph; each Replay() is the next launch (group.h).

@@ -107,6 +107,7 @@ struct FusedLaunchArgs {
   syncopate_u32* gate_words;          // host-mapped gate words (copy-engine side streams)
   syncopate_u32* step_counters;       // device: arrivals per transfer-program step (SM backend,
                                       // a step split over several comm CTAs), start at 0
+  syncopate_u64* cta_trace;           // device [4 * gridDim.x] or nullptr: impl/trace.cuh
 };
 
 }  // namespace syncopate

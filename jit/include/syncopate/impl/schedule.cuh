@@ -10,6 +10,7 @@
 #include <syncopate/impl/copy.cuh>
 #include <syncopate/impl/launch_waits.cuh>
 #include <syncopate/impl/sync.cuh>
+#include <syncopate/impl/trace.cuh>
 #include <syncopate/impl/types.cuh>
 
 namespace syncopate {
@@ -183,6 +184,7 @@ class FusedSchedule {
     int ok = 1;
     if (FlatThreadIdx() == 0) {
       const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
+      const unsigned long long t0 = args_.cta_trace != nullptr ? GlobalTimerNs() : 0;
       SpinState st;
       for (int k = off[0]; k < off[1]; ++k) {
         const WaitEntry w = Tables::waits()[k];
@@ -191,6 +193,7 @@ class FusedSchedule {
           break;
         }
       }
+      if (off[0] != off[1] && args_.cta_trace != nullptr) TraceWait(args_, GlobalTimerNs() - t0);
     }
     return __syncthreads_and(ok) != 0;
   }
@@ -246,11 +249,13 @@ class FusedSchedule {
   // other roles (it owns the protocol for that) and return.
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile& t) const {
     const int* off = Tables::wait_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const unsigned long long t0 = args_.cta_trace != nullptr ? GlobalTimerNs() : 0;
     SpinState st;
     for (int k = off[0]; k < off[1]; ++k) {
       const WaitEntry w = Tables::waits()[k];
       if (!SpinUntilEpoch(args_, args_.signals + w.signal, w, t.index, st)) return false;
     }
+    if (off[0] != off[1] && args_.cta_trace != nullptr) TraceWait(args_, GlobalTimerNs() - t0);
 #if __CUDA_ARCH__ >= 900
     if (off[0] != off[1]) asm volatile("fence.proxy.async;" ::: "memory");
 #endif
