@@ -758,27 +758,31 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
       const std::vector<int> pcts = b == "sm" ? f_.grid_pct : std::vector<int>{100};
       for (int comm_ctas : comm_counts) {
         for (int pct : pcts) {
-          ResultRow r = RowFor(p, "syncopate");
-          r.backend = b;
-          r.chunks = v.chunks;
-          cuda::LaunchOptions lo = launch_opts(b);
-          lo.comm_ctas = comm_ctas;
-          // The comm CTAs count toward the grid (16: DefaultCommCtas's cap when not given).
-          if (pct != 100) lo.compute_ctas = std::max(1, grid_of(pct) - (comm_ctas > 0 ? comm_ctas : 16));
-          auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
-          RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
-                                  CheckWhat::kResult, rows, nullptr));
-          if (!f_.trace_dir.empty() && b == "sm") {
-            RETURN_IF_ERROR(TraceFused(v, lo, absl::StrCat(
-                WorkloadName(p.workload), "_", p.model, "_M", p.m, "_tp", world_, "_x", v.chunks,
-                "_comm", comm_ctas, "_pct", pct)));
-          }
-          std::string what;
-          if (comm_ctas > 0) what = absl::StrCat("comm_ctas=", comm_ctas);
-          if (pct != 100) absl::StrAppend(&what, what.empty() ? "" : " ", "compute_ctas=", lo.compute_ctas);
-          if (!what.empty()) {
-            ResultRow& back = rows.back();
-            back.note = absl::StrCat(what, back.note.empty() ? "" : "; ", back.note);
+          for (const std::string& dealing : f_.tile_dealing) {
+            ResultRow r = RowFor(p, "syncopate");
+            r.backend = b;
+            r.chunks = v.chunks;
+            cuda::LaunchOptions lo = launch_opts(b);
+            lo.comm_ctas = comm_ctas;
+            lo.dynamic_tiles = dealing == "dynamic";
+            // The comm CTAs count toward the grid (16: DefaultCommCtas's cap when not given).
+            if (pct != 100) lo.compute_ctas = std::max(1, grid_of(pct) - (comm_ctas > 0 ? comm_ctas : 16));
+            auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
+            RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
+                                    CheckWhat::kResult, rows, nullptr));
+            if (!f_.trace_dir.empty() && b == "sm") {
+              RETURN_IF_ERROR(TraceFused(v, lo, absl::StrCat(
+                  WorkloadName(p.workload), "_", p.model, "_M", p.m, "_tp", world_, "_x", v.chunks,
+                  "_comm", comm_ctas, "_pct", pct, "_", dealing)));
+            }
+            std::string what;
+            if (comm_ctas > 0) what = absl::StrCat("comm_ctas=", comm_ctas);
+            if (pct != 100) absl::StrAppend(&what, what.empty() ? "" : " ", "compute_ctas=", lo.compute_ctas);
+            if (lo.dynamic_tiles) absl::StrAppend(&what, what.empty() ? "" : " ", "dynamic tiles");
+            if (!what.empty()) {
+              ResultRow& back = rows.back();
+              back.note = absl::StrCat(what, back.note.empty() ? "" : "; ", back.note);
+            }
           }
         }
       }

@@ -111,6 +111,7 @@ communication alone, with every output checked against an fp32 reference.
   --comm-ctas LIST      SM backend: comm CTA counts for the fused rows (0: the default) [0]
   --grid-pct LIST       grid as % of the SMs a rank sees, local-gemm and fused SM rows  [100]
   --trace DIR           after each fused row, one launch's per-CTA timeline to DIR/*.csv
+  --tile-dealing LIST   static, dynamic: how the fused rows deal tiles to CTAs        [static]
   --no-check            skip the correctness checks (not for reported numbers)
   --csv PATH            results (appended; header written when the file is new) [tp_bench.csv]
   --cache-dir DIR       kernel cache shared by the ranks     [/tmp/syncopate-tp-bench-cache]
@@ -129,7 +130,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       "gpus",    "ranks-per-gpu", "tp",         "workloads", "models",       "tokens",
       "chunks",  "backends",      "ag-plan",    "rs-plan",   "ar-plan",      "warmup",
       "reps",    "timeout-ms",    "run-timeout-s", "csv",   "cache-dir",    "arch",
-      "gemm",    "ce-free-ctas",  "comm-ctas",    "grid-pct",  "trace"};
+      "gemm",    "ce-free-ctas",  "comm-ctas",    "grid-pct",  "trace",  "tile-dealing"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -216,6 +217,14 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.ce_free_ctas = static_cast<int>(v);
     } else if (name == "comm-ctas") {
       ASSIGN_OR_RETURN(f.comm_ctas, ParseIntList<int>(name, value, 0, 1024));
+    } else if (name == "tile-dealing") {
+      f.tile_dealing = ParseNameList(value);
+      for (const std::string& d : f.tile_dealing) {
+        if (d != "static" && d != "dynamic") {
+          return absl::InvalidArgumentError(absl::StrCat("--tile-dealing: unknown '", d, "' (want static, dynamic)"));
+        }
+      }
+      if (f.tile_dealing.empty()) return absl::InvalidArgumentError("--tile-dealing is empty");
     } else if (name == "trace") {
       f.trace_dir = value;
     } else if (name == "grid-pct") {

@@ -69,6 +69,8 @@ struct BenchFlags {
   // local-gemm and fused SM rows below 100 show whether a grid that does not fill the rank's
   // share runs faster beside concurrent ranks (CTA placement under MPS).
   std::vector<int> grid_pct = {100};
+  // Tile dealing of the fused rows: "static" and/or "dynamic" (LaunchOptions::dynamic_tiles).
+  std::vector<std::string> tile_dealing = {"static"};
   // Non-empty: after each fused row, one launch traced per CTA (impl/trace.cuh) into
   // <trace_dir>/<row>_rank<r>.csv (cta, smid, start_ns, end_ns, wait_ns, waits).
   std::string trace_dir;

@@ -3,10 +3,13 @@
 // tensor-core rate through wgmma.
 //
 // Structure (warp specialisation, one CTA per SM, persistent over the schedule's tiles):
-//   warpgroup 0      producer: for each tile, one thread acquires the tile's incoming chunks
-//                    (s.wait_by_thread), then streams the tile's k-blocks (BM x 64 of A, BN x 64
-//                    of B) into a kStages-deep ring of shared-memory stages with two TMA bulk
-//                    tensor copies per stage, landing in the 128-byte swizzle that wgmma
+//   warpgroup 0      producer: one thread claims the next tile (s.claim(); dealt dynamically
+//                    when the launch asks for it, so a CTA that starts late takes fewer tiles
+//                    instead of a fixed share; the index reaches the consumers with the tile's
+//                    first stage), acquires the tile's incoming chunks (s.wait_by_thread), then
+//                    streams the tile's k-blocks (BM x 64 of A, BN x 64 of B) into a
+//                    kStages-deep ring of shared-memory stages with two TMA bulk tensor copies
+//                    per stage, landing in the 128-byte swizzle that wgmma
 //                    descriptors expect; the copies complete the stage's "full" mbarrier by
 //                    their byte count. The rest of warp 0 exits after encoding the descriptors,
 //                    the other three producer warps at once.
@@ -422,8 +425,8 @@ __device__ __forceinline__ void StageTile(unsigned char* half, const float (&acc
   }
 }
 
-// A producer that stops (the launch aborted) completes the stage the consumers wait on next,
-// k-block `it`, once they have released it; they see `aborted` there and return.
+// A producer that stops (no tile left, or the launch aborted) completes the stage the consumers
+// wait on next, k-block `it`, once they have released it; they see `stop_at` there and return.
 template <int kStages>
 __device__ __forceinline__ void WakeConsumersAt(int it, unsigned long long* full,
                                                 unsigned long long* empty) {
@@ -466,11 +469,18 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   unsigned char* tail = b_stages + kStages * kStageB;
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tail);
   unsigned long long* empty = full + kStages;
-  volatile int* aborted = reinterpret_cast<volatile int*>(empty + kStages);
+  // `stop_at` = it + 1: the consumers return when they would start k-block `it` (no tile left,
+  // or the producer gave up on a tile's chunks).
+  volatile int* stop_at = reinterpret_cast<volatile int*>(empty + kStages);
   unsigned* map_slot = reinterpret_cast<unsigned*>(empty + kStages) + 1;
+  // Tiles are claimed (s.claim) by the producer; a tile's index travels to the consumers in the
+  // slot of the stage that holds its first k-block, written before that stage's arrival.
+  volatile int* stage_tile = reinterpret_cast<volatile int*>(map_slot + 1);  // [kStages]
+  volatile int* claimed = stage_tile + kStages;  // producer warpgroup broadcast (cp.async path)
   unsigned char* map_scratch = tail + 512;
   unsigned char* c_staging = tail + 1024;  // BM x BN of T: 64-row halves, 64 x 64 boxes
-  static_assert(2 * kStages * 8 + 8 <= 512, "mbarriers overlap the tensor-map scratch");
+  static_assert(2 * kStages * 8 + 8 + 4 * kStages + 4 <= 512,
+                "mbarriers and tile slots overlap the tensor-map scratch");
   constexpr bool kStagedEpilogue = StagedEpilogueFits<BM, BN, kStages>();
 
   const bool aligned = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
@@ -488,7 +498,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       MbarInit(&full[i], tma ? 1 : kProducerThreads);
       MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
     }
-    *aborted = 0;
+    *stop_at = 0;
     *map_slot = tma ? atomicAdd(&g_tensor_map_ticket, 1u) % kTensorMapSlots : 0u;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -511,48 +521,55 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     // C's map: the consumers' issuing threads acquire it; this warp's release reaches them
     // through lane 0's first arrival on a "full" barrier, which they wait on before any store.
     if (tma_store) EncodeTensorMap(map_scratch + 2 * kTensorMapBytes, map_c, C, M, N, 64, lane);
-    if (lane != 0) return;
+    if (lane != 0 || ktiles == 0) return;  // K = 0: the consumers alone (below)
     AcquireTensorMap(map_a);
     AcquireTensorMap(map_b);
     int it = 0;  // k-blocks issued by this CTA, across tiles: stage it % kStages
-    for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+    for (int i = s.claim(); i >= 0; i = s.claim()) {
       const syncopate::Tile t = s.tile(i);
       // wait_by_thread also orders the acquired chunks before these TMA reads (fence.proxy.async).
-      if (!s.wait_by_thread(t)) {
-        // `aborted` names the k-block at which the producer stopped (it + 1), so a consumer
-        // only stops there, never at an earlier tile whose stage it is still reading. Wake the
-        // consumers at the stage they will wait on next; they see the flag and return.
-        *aborted = it + 1;
-        WakeConsumersAt<kStages>(it, full, empty);
-        return;
-      }
+      if (!s.wait_by_thread(t)) break;
       const int m0 = t.m * BM;
       const int n0 = t.n * BN;
       for (int kb = 0; kb < ktiles; ++kb, ++it) {
         const int st = it % kStages;
         MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
+        if (kb == 0) stage_tile[st] = i;  // released by the arrival below
         // Out-of-range rows and k are zero-filled and still count their bytes.
         MbarArriveExpectTx(&full[st], kStageA + kStageB);
         TmaLoad2d(SmemAddr(a_stages + st * kStageA), map_a, kb * kBK, m0, &full[st]);
         TmaLoad2d(SmemAddr(b_stages + st * kStageB), map_b, kb * kBK, n0, &full[st]);
       }
     }
+    // No tile left, or the chunks of one never came: `stop_at` names the k-block at which the
+    // producer stopped (it + 1), so a consumer stops only there, never at an earlier tile whose
+    // stage it is still reading. Wake the consumers at the stage they will wait on next.
+    *stop_at = it + 1;
+    WakeConsumersAt<kStages>(it, full, empty);
     return;
   }
 
   if (wg == 0) {
     // ---------------- producer, cp.async or element-wise: the whole warpgroup ----------------
     const int ptid = threadIdx.x;
+    if (ktiles == 0) return;  // K = 0: the consumers alone (below)
     int it = 0;  // k-blocks issued by this CTA, across tiles: stage it % kStages
-    for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
-      const syncopate::Tile t = s.tile(i);
-      // `aborted` names the k-block at which the producer stopped (it + 1), as above.
-      if (ptid == 0 && !s.wait_by_thread(t)) *aborted = it + 1;
-      syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // chunks acquired (or not)
-      if (*aborted != 0) {
-        WakeConsumersAt<kStages>(it, full, empty);
-        return;
+    while (true) {
+      if (ptid == 0) {
+        const int c = s.claim();
+        *claimed = c;
+        // `stop_at` names the k-block at which the producer stopped (it + 1), as above.
+        if (c < 0 || !s.wait_by_thread(s.tile(c))) *stop_at = it + 1;
       }
+      syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // claimed, chunks acquired
+      const int i = *claimed;
+      const bool stop = *stop_at != 0;
+      syncopate::GroupBarrier(kProducerBarrier, kProducerThreads);  // read before rewritten
+      if (stop) {
+        WakeConsumersAt<kStages>(it, full, empty);
+        break;
+      }
+      const syncopate::Tile t = s.tile(i);
       const int m0 = t.m * BM;
       const int n0 = t.n * BN;
       for (int kb = 0; kb < ktiles; ++kb, ++it) {
@@ -560,6 +577,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
         MbarWait(&empty[st], ((it / kStages) & 1) ^ 1);
         unsigned char* sa = a_stages + st * kStageA;
         unsigned char* sb = b_stages + st * kStageB;
+        if (kb == 0 && ptid == 0) stage_tile[st] = i;  // released by ptid 0's arrival below
         if (cp_async) {
           LoadStage<BM>(SmemAddr(sa), A, m0, M, kb * kBK, K, ptid);
           LoadStage<BN>(SmemAddr(sb), B, n0, N, kb * kBK, K, ptid);
@@ -591,9 +609,24 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   const unsigned a_base = SmemAddr(a_stages) + ci * 64 * kRowBytes;
   const unsigned b_base = SmemAddr(b_stages);
   bool map_c_acquired = false;
+  if (ktiles == 0) {
+    // K = 0: C is zero and no k-block can carry tile indices from the producer: deal statically
+    // (claim() is never called, so the tile counter stays untouched).
+    for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+      const syncopate::Tile t = s.tile(i);
+      float acc[BN / 2];
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+      StoreTileFromRegisters<T, BN>(C, acc, t.m * BM + ci * 64 + warp * 16 + lane / 4,
+                                    t.n * BN + (lane % 4) * 2, M, N, pair_store);
+      s.done_by_group(t, group);
+    }
+    return;
+  }
   int it = 0;
-  for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
-    const syncopate::Tile t = s.tile(i);
+  // Tiles come from the producer (the slot of each tile's first stage) until it stops.
+  while (true) {
+    syncopate::Tile t{};
     float acc[BN / 2];
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
@@ -601,10 +634,14 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     for (int kb = 0; kb < ktiles; ++kb, ++it) {
       const int st = it % kStages;
       MbarWait(&full[st], (it / kStages) & 1);
-      // The producer gave up on this tile's chunks (read once per warp: a uniform branch).
-      if (kb == 0 && __shfl_sync(0xffffffffu, *aborted, 0) == it + 1) {
-        if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
-        return;
+      if (kb == 0) {
+        // No tile left, or the producer gave up on this tile's chunks (read once per warp: a
+        // uniform branch).
+        if (__shfl_sync(0xffffffffu, *stop_at, 0) == it + 1) {
+          if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
+          return;
+        }
+        t = s.tile(stage_tile[st]);
       }
       if (cp_async) FenceProxyAsync();  // TMA writes through the async proxy already
       WgmmaFence();
@@ -646,8 +683,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
                                     t.n * BN + (lane % 4) * 2, M, N, pair_store);
     }
     s.done_by_group(t, group);
-  }
-  if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // shared memory outlives the last store
+  }  // left at the stop (above), after the last store drained
 #endif  // SYNCOPATE_WGMMA_OK
 }
 

@@ -91,7 +91,7 @@ absl::Status Group::Init() {
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));
   ASSIGN_OR_RETURN(capture_stream_, Stream::Create(api));
-  constexpr size_t kChunkWords = 2 * kChunkCapacity + kStepCounterCapacity + 1;
+  constexpr size_t kChunkWords = 2 * kChunkCapacity + kStepCounterCapacity + 1 + 2;
   ASSIGN_OR_RETURN(chunk_words_, DeviceBuffer::Allocate(api, sizeof(uint32_t) * kChunkWords));
   CU_RETURN_IF_ERROR(api.cuMemsetD32Async(control_->local(), 0, control_->size() / 4,
                                           rescue_stream_.get()));
@@ -134,7 +134,7 @@ absl::Status Group::EnsureSideStreams(int n) {
 }
 
 FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
-                                const LaunchTimeouts& timeouts) const {
+                                const LaunchSettings& timeouts) const {
   FusedLaunchArgs args;
   std::memset(&args, 0, sizeof(args));
   for (int i = 0; i < kMaxOperands; ++i) args.operands[i] = launch.operands[i];
@@ -161,6 +161,8 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.gate_words = reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, gates)));
   args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
+  args.tile_counter =
+      timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;
   return args;
 }
 
@@ -197,7 +199,7 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
 }
 
 absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                          const LaunchTimeouts& timeouts) {
+                          const LaunchSettings& timeouts) {
   const DriverApi& api = context_.api();
   const int me = rank();
   const CopyProgram& program = launch.copy_program;
@@ -304,7 +306,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
 }
 
 absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
-                           const LaunchTimeouts& timeouts) {
+                           const LaunchSettings& timeouts) {
   if (broken_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "group '", options_.group_id, "' is broken after an earlier failed launch (its ranks are "
@@ -335,7 +337,7 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
 absl::Status Group::LaunchLocal(const KernelLaunch& launch, CUstream stream) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchTimeouts{});
+  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchSettings{});
   void* params[] = {&args};
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1],
                                         launch.grid[2], launch.block[0], launch.block[1],
@@ -433,7 +435,7 @@ absl::Status Group::Unblock(uint32_t epoch) {
 // ---- Graphs ----
 
 absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLaunch& launch,
-                                                                 const LaunchTimeouts& timeouts) {
+                                                                 const LaunchSettings& timeouts) {
   if (broken_) return absl::FailedPreconditionError("group is broken");
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());

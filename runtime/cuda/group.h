@@ -125,11 +125,15 @@ struct KernelLaunch {
   std::vector<IdentityFill> identity_fills;
 };
 
-struct LaunchTimeouts {
+// Per-launch settings that do not change the kernel or its grid.
+struct LaunchSettings {
   absl::Duration wait = absl::Milliseconds(2000);  // every device-side wait, and the host's watch
-  // Diagnostics, not a timeout: device memory for the per-CTA records of impl/trace.cuh
-  // (4 x u64 per CTA of the grid), or 0. Not captured into graphs.
+  // Diagnostics: device memory for the per-CTA records of impl/trace.cuh (4 x u64 per CTA of
+  // the grid), or 0.
   CUdeviceptr cta_trace = 0;
+  // Tiles dealt dynamically to kernels that claim them (FusedSchedule::claim: the group's tile
+  // counter goes into the launch); off: claim deals statically, as first()/stride() do.
+  bool dynamic_tiles = false;
 };
 
 class LaunchGraph;
@@ -171,7 +175,7 @@ class Group {
   absl::Status PrepareWaits(KernelLaunch& launch);
 
   // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.
-  absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchTimeouts& timeouts);
+  absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchSettings& timeouts);
   // Runs the kernel alone, no protocol: the identity-schedule (local) kernel of a baseline.
   absl::Status LaunchLocal(const KernelLaunch& launch, CUstream stream);
   // Waits for every launch issued so far on `stream`; DeadlineExceeded naming the peer that did
@@ -180,7 +184,7 @@ class Group {
 
   // Captures one launch into a graph; see the file comment.
   absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
-                                                            const LaunchTimeouts& timeouts);
+                                                            const LaunchSettings& timeouts);
 
  private:
   friend class LaunchGraph;
@@ -188,9 +192,9 @@ class Group {
   absl::Status Init();
   // Issues launch `epoch` (everything but bookkeeping); `capturing`: inside our own capture.
   absl::Status Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                     const LaunchTimeouts& timeouts);
+                     const LaunchSettings& timeouts);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
-                           const LaunchTimeouts& timeouts) const;
+                           const LaunchSettings& timeouts) const;
   absl::Status EnsureSideStreams(int n);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
@@ -216,6 +220,7 @@ class Group {
   CUdeviceptr DeviceAbortWord() const {
     return StepCountersWord() + sizeof(uint32_t) * kStepCounterCapacity;
   }
+  CUdeviceptr TileCounterWords() const { return DeviceAbortWord() + sizeof(uint32_t); }
 
   GroupOptions options_;
   std::vector<int> nodes_;
@@ -224,7 +229,8 @@ class Group {
   std::unique_ptr<SymmetricHeap> heap_;
   SymmetricBuffer* control_ = nullptr;
   DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity],
-                                    // step_counters[kStepCounterCapacity], device abort word
+                                    // step_counters[kStepCounterCapacity], device abort word,
+                                    // tile_counter[2]
   DeviceBuffer peer_signal_table_;  // u32* [world]
   PinnedHostBuffer host_words_;     // HostWords
   Stream rescue_stream_;            // Init's memsets
@@ -252,7 +258,7 @@ class LaunchGraph {
   LaunchGraph() = default;
   Group* group_ = nullptr;
   KernelLaunch launch_;
-  LaunchTimeouts timeouts_;
+  LaunchSettings timeouts_;
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   CUgraphNode kernel_node_ = nullptr;

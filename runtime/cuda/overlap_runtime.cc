@@ -306,7 +306,8 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
 absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return group_->Launch(*l, stream, LaunchTimeouts{options.timeout, options.cta_trace});
+  return group_->Launch(*l, stream,
+                        LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles});
 }
 
 absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
@@ -338,7 +339,7 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
     BoundKernel& bound, const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return group_->CaptureGraph(*l, LaunchTimeouts{options.timeout});
+  return group_->CaptureGraph(*l, LaunchSettings{options.timeout, 0, options.dynamic_tiles});
 }
 
 }  // namespace syncopate::cuda

@@ -66,6 +66,9 @@ struct LaunchOptions {
   // Diagnostics: per-CTA timeline of this launch (jit/include/syncopate/impl/trace.cuh), device
   // memory of 4 x u64 per CTA of the grid (GridCtas says how many), or 0.
   CUdeviceptr cta_trace = 0;
+  // Deal tiles dynamically to kernels that claim them (gemm_wgmma.cuh does): a CTA that starts
+  // late beside concurrent ranks takes fewer tiles. Off by default until measured on a GPU.
+  bool dynamic_tiles = false;
 };
 
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.

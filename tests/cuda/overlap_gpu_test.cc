@@ -172,6 +172,42 @@ std::vector<WgmmaParam> WgmmaMatrix() {
 
 INSTANTIATE_TEST_SUITE_P(Hopper, WgmmaWorkloadTest, ::testing::ValuesIn(WgmmaMatrix()), Name);
 
+// Dynamic tile dealing (LaunchOptions::dynamic_tiles, FusedSchedule::claim): the tile counter
+// resets itself at every launch's end, so many launches in a row (and a CUDA graph replayed) stay
+// right on both workloads; grids with more CTAs than tiles give some CTAs nothing to claim.
+TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  struct Case {
+    Param p;
+    bool graph;
+  };
+  const std::vector<Case> cases = {
+      {{"ag", "allgather.push", 2, plan::DType::kBF16, Backend::kSm, 2, 1032, 1040, 264}, false},
+      {{"ag", "allgather.push", 4, plan::DType::kF16, Backend::kCopyEngine, 1, 392, 264, 200}, true},
+      {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 456, 316, 264}, false},
+  };
+  for (const Case& k : cases) {
+    WorkloadConfig c;
+    c.launches = 40;
+    c.check_every = 8;
+    c.wgmma = true;
+    c.dynamic_tiles = true;
+    c.graph = k.graph;
+    const Param& p = k.p;
+    auto results = RunWorkload({p.workload, p.plan_template, p.world, p.dtype, p.backend, p.chunks,
+                                p.m, p.n, p.k},
+                               c);
+    if (results[0].code() == absl::StatusCode::kFailedPrecondition &&
+        absl::StrContains(results[0].message(), "needs sm_90")) {
+      GTEST_SKIP() << results[0];
+    }
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << p.workload << " world " << p.world << " rank " << r << ": "
+                                   << results[r];
+    }
+  }
+}
+
 TEST(FusedLoopTest, ThousandsOfLaunches) {
   SYNCOPATE_REQUIRE_GPU();
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {

@@ -108,6 +108,11 @@ struct FusedLaunchArgs {
   syncopate_u32* step_counters;       // device: arrivals per transfer-program step (SM backend,
                                       // a step split over several comm CTAs), start at 0
   syncopate_u64* cta_trace;           // device [4 * gridDim.x] or nullptr: impl/trace.cuh
+  // Device [2]: the next tile ticket and the CTAs done claiming, for FusedSchedule::claim
+  // (dynamic dealing). Zero at every launch's start: the last CTA to run out resets both (a
+  // launch that aborts breaks the group, so no later launch sees them mid-way). nullptr: claim
+  // deals statically.
+  syncopate_u32* tile_counter;
 };
 
 }  // namespace syncopate

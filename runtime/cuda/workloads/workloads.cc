@@ -112,6 +112,7 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
   cuda::LaunchOptions lo;
   lo.backend = c.backend;
   lo.timeout = c.timeout;
+  lo.dynamic_tiles = c.dynamic_tiles;
   std::unique_ptr<cuda::LaunchGraph> graph;
   std::unique_ptr<Launcher> launcher;
   if (c.launcher) {

@@ -58,6 +58,9 @@ struct WorkloadConfig {
   // The Hopper kernel (examples/kernels/gemm_wgmma.cuh) instead of gemm_mma.cuh; needs sm_90:
   // elsewhere the workload returns FailedPrecondition("... needs sm_90 ...").
   bool wgmma = false;
+  // LaunchOptions::dynamic_tiles: kernels that claim tiles (gemm_wgmma.cuh) get them from the
+  // group's counter instead of a static deal.
+  bool dynamic_tiles = false;
   // Where the fused kernel's binary comes from, made in the rank process for what it builds
   // (e.g. DaemonKernelFetcher over a Client of the node's daemon). When set, the rank's kernel
   // cache is in memory only, so every rank asks, and a rank whose binary was not fetched fails

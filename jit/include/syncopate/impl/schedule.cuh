@@ -106,6 +106,11 @@ class LocalSchedule {
   SYNCOPATE_DEVICE int tiles_m() const { return tiles_m_; }
   SYNCOPATE_DEVICE int tiles_n() const { return tiles_n_; }
   SYNCOPATE_DEVICE Tile tile(int i) const { return SwizzleTile(i, tiles_m_, tiles_n_, group_m_); }
+  // As FusedSchedule::claim; a local launch deals statically (first, first + stride, ...).
+  SYNCOPATE_DEVICE int claim() {
+    next_ = next_ < 0 ? first() : next_ + stride();
+    return next_ < num_tiles() ? next_ : -1;
+  }
   SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done(const Tile&) const {}
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile&) const { return true; }
@@ -122,6 +127,7 @@ class LocalSchedule {
   int tiles_m_;
   int tiles_n_;
   int group_m_;
+  int next_ = -1;  // claim's cursor
 };
 
 // The overlap schedule. `Tables` (generated) provides:
@@ -167,6 +173,29 @@ class FusedSchedule {
     return Tables::kCommJoinsCompute && args.num_comm_ctas > 0 && args.num_control_ctas == 0;
   }
   SYNCOPATE_DEVICE int num_tiles() const { return Tables::kNumTiles; }
+
+  // Dynamic dealing, for persistent kernels: called by ONE thread of the CTA (the one that
+  // starts a tile's work, e.g. a producer; it hands the index to the others), repeatedly until
+  // it returns -1. Tiles go out in execution order to whichever CTA asks first, so a CTA that
+  // starts late (beside concurrent ranks not every CTA of a full grid is resident at once: one
+  // seen starting 4.8 ms after its kernel under MPS) or waits long takes fewer tiles instead of
+  // holding back its static share. A kernel uses either claim() or first()/stride(), not both.
+  // Participants are the stride() CTAs; the last one to run out resets the counter for the
+  // next launch. Without a counter (args.tile_counter null) it deals statically.
+  SYNCOPATE_DEVICE int claim() {
+    if (args_.tile_counter == nullptr) {
+      next_ = next_ < 0 ? first() : next_ + stride();
+      return next_ < Tables::kNumTiles ? next_ : -1;
+    }
+    const unsigned ticket = atomicAdd(args_.tile_counter, 1u);
+    if (ticket < static_cast<unsigned>(Tables::kNumTiles)) return static_cast<int>(ticket);
+    if (atomicAdd(args_.tile_counter + 1, 1u) + 1u == static_cast<unsigned>(stride())) {
+      // Every participant holds its -1: nobody claims again in this launch.
+      atomicExch(args_.tile_counter, 0u);
+      atomicExch(args_.tile_counter + 1, 0u);
+    }
+    return -1;
+  }
   SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
   SYNCOPATE_DEVICE int tiles_n() const { return Tables::kTilesN; }
   SYNCOPATE_DEVICE int rank() const { return args_.rank; }
@@ -340,6 +369,7 @@ class FusedSchedule {
 
  private:
   const FusedLaunchArgs& args_;
+  int next_ = -1;  // claim's cursor when it deals statically
 };
 
 }  // namespace syncopate
