@@ -31,13 +31,14 @@ uint64_t ResidentBytes() {
 }  // namespace
 
 absl::Status CompilerService::Admit(const grpc::CallbackServerContext& ctx,
-                                    const v1::CompileRequest& request) {
+                                    const grpc::ByteBuffer& bytes, Reactor& reactor) {
   absl::Status status = env_->Authorize(ctx);
+  if (status.ok()) status = reactor.Parse("Compile", bytes);
   if (status.ok() && env_->draining()) {
     status = absl::UnavailableError(absl::StrCat("daemon ", env_->daemon_name(),
                                                  " is shutting down"));
   }
-  if (status.ok()) status = CheckCompileRequest(request, env_->limits());
+  if (status.ok()) status = CheckCompileRequest(reactor.request(), env_->limits());
   if (status.ok() && backend_ == nullptr) {
     status = absl::UnavailableError(
         absl::StrCat("the kernel cache of daemon ", env_->daemon_name(),
@@ -83,7 +84,7 @@ grpc::Status CompilerService::Answer(const v1::CompileRequest& request,
 }
 
 void CompilerService::Finish(Call& call, absl::StatusOr<CompileOutcome> outcome) {
-  call.reactor->Finish(Answer(*call.request, std::move(outcome), call.peer, call.response));
+  call.reactor->Reply(Answer(*call.request, std::move(outcome), call.peer, call.response));
 }
 
 void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome) {
@@ -156,15 +157,18 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
 }
 
 grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* ctx,
-                                                   const v1::CompileRequest* request,
-                                                   v1::CompileResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status status = Admit(*ctx, *request); !status.ok()) {
-    reactor->Finish(ToGrpcStatus(status));
+                                                   const grpc::ByteBuffer* bytes,
+                                                   grpc::ByteBuffer* out) {
+  // Reply before this returns is fine (raw_unary.h); the reactor is deleted at OnDone.
+  Reactor* reactor = new Reactor(out);
+  if (absl::Status status = Admit(*ctx, *bytes, *reactor); !status.ok()) {
+    reactor->Reply(ToGrpcStatus(status));
     return reactor;
   }
+  const v1::CompileRequest* request = &reactor->request();
+  v1::CompileResponse* response = reactor->response();
   if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(*request)) {
-    reactor->Finish(Answer(*request, std::move(*hit), "", response));
+    reactor->Reply(Answer(*request, std::move(*hit), "", response));
     return reactor;
   }
   auto call = std::make_shared<Call>();
@@ -176,16 +180,32 @@ grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* 
   const bool queued = workers_.Submit([this, call] { Run(call); });
   if (!queued) {
     env_->counters().rejected_calls++;
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 absl::StrCat("daemon ", env_->daemon_name(),
-                                              ": compile queue is full; retry later")));
+    reactor->Reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                absl::StrCat("daemon ", env_->daemon_name(),
+                                             ": compile queue is full; retry later")));
   }
   return reactor;
 }
 
-grpc::Status DaemonService::Stats(grpc::ServerContext* ctx, const v1::StatsRequest* request,
-                                  v1::StatsResponse* response) {
-  if (absl::Status s = env_->Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
+grpc::ServerUnaryReactor* DaemonService::Stats(grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* bytes,
+                                               grpc::ByteBuffer* out) {
+  auto* reactor = new RawUnaryReactor<v1::StatsRequest, v1::StatsResponse>(out);
+  absl::Status status = env_->Authorize(*ctx);
+  if (status.ok()) status = reactor->Parse("Stats", *bytes);
+  if (!status.ok()) {
+    env_->counters().rejected_calls++;
+    spdlog::info("event=rejected rpc=Stats peer={} code={} msg=\"{}\"", ctx->peer(),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+    reactor->Reply(ToGrpcStatus(status));
+    return reactor;
+  }
+  Fill(reactor->response());
+  reactor->Reply(grpc::Status::OK);
+  return reactor;
+}
+
+void DaemonService::Fill(v1::StatsResponse* response) {
   const RegistryStats stats = env_->registry().Stats();
   const Counters& c = env_->counters();
   response->set_daemon(env_->daemon_name());
@@ -207,7 +227,6 @@ grpc::Status DaemonService::Stats(grpc::ServerContext* ctx, const v1::StatsReque
   if (compiler_ != nullptr && compiler_->backend() != nullptr) {
     response->set_nvrtc_compiles(compiler_->backend()->CacheStats().compiles);
   }
-  return grpc::Status::OK;
 }
 
 }  // namespace syncopate::server
