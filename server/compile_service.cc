@@ -31,14 +31,14 @@ uint64_t ResidentBytes() {
 }  // namespace
 
 absl::Status CompilerService::Admit(const grpc::CallbackServerContext& ctx,
-                                    const grpc::ByteBuffer& bytes, Reactor& reactor) {
+                                    const grpc::ByteBuffer& bytes, Raw& raw) {
   absl::Status status = env_->Authorize(ctx);
-  if (status.ok()) status = reactor.Parse("Compile", bytes);
+  if (status.ok()) status = raw.Parse("Compile", bytes);
   if (status.ok() && env_->draining()) {
     status = absl::UnavailableError(absl::StrCat("daemon ", env_->daemon_name(),
                                                  " is shutting down"));
   }
-  if (status.ok()) status = CheckCompileRequest(reactor.request(), env_->limits());
+  if (status.ok()) status = CheckCompileRequest(raw.request(), env_->limits());
   if (status.ok() && backend_ == nullptr) {
     status = absl::UnavailableError(
         absl::StrCat("the kernel cache of daemon ", env_->daemon_name(),
@@ -84,7 +84,7 @@ grpc::Status CompilerService::Answer(const v1::CompileRequest& request,
 }
 
 void CompilerService::Finish(Call& call, absl::StatusOr<CompileOutcome> outcome) {
-  call.reactor->Reply(Answer(*call.request, std::move(outcome), call.peer, call.response));
+  call.raw.Reply(Answer(call.raw.request(), std::move(outcome), call.peer, call.raw.response()));
 }
 
 void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome) {
@@ -117,7 +117,7 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
   };
   std::string key;
   std::optional<absl::StatusOr<CompileOutcome>> outcome =
-      backend_->CompileUnlessInFlight(*call->request, call->deadline, joined, &key);
+      backend_->CompileUnlessInFlight(call->raw.request(), call->deadline, joined, &key);
   std::optional<absl::StatusOr<CompileOutcome>> early;
   {
     absl::MutexLock lock(&call->mu);
@@ -159,28 +159,24 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
 grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* ctx,
                                                    const grpc::ByteBuffer* bytes,
                                                    grpc::ByteBuffer* out) {
-  // Reply before this returns is fine (raw_unary.h); the reactor is deleted at OnDone.
-  Reactor* reactor = new Reactor(out);
-  if (absl::Status status = Admit(*ctx, *bytes, *reactor); !status.ok()) {
-    reactor->Reply(ToGrpcStatus(status));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // On the stack while this thread answers (Reply before returning is fine: raw_unary.h).
+  Raw raw(reactor, out);
+  if (absl::Status status = Admit(*ctx, *bytes, raw); !status.ok()) {
+    raw.Reply(ToGrpcStatus(status));
     return reactor;
   }
-  const v1::CompileRequest* request = &reactor->request();
-  v1::CompileResponse* response = reactor->response();
-  if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(*request)) {
-    reactor->Reply(Answer(*request, std::move(*hit), "", response));
+  if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(raw.request())) {
+    raw.Reply(Answer(raw.request(), std::move(*hit), "", raw.response()));
     return reactor;
   }
-  auto call = std::make_shared<Call>();
-  call->reactor = reactor;
-  call->request = request;
-  call->response = response;
+  auto call = std::make_shared<Call>(std::move(raw));
   call->peer = ctx->peer();
-  call->deadline = env_->WaitDeadline(*ctx, request->timeout_ms());
+  call->deadline = env_->WaitDeadline(*ctx, call->raw.request().timeout_ms());
   const bool queued = workers_.Submit([this, call] { Run(call); });
   if (!queued) {
     env_->counters().rejected_calls++;
-    reactor->Reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+    call->raw.Reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                 absl::StrCat("daemon ", env_->daemon_name(),
                                              ": compile queue is full; retry later")));
   }
@@ -190,18 +186,19 @@ grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* DaemonService::Stats(grpc::CallbackServerContext* ctx,
                                                const grpc::ByteBuffer* bytes,
                                                grpc::ByteBuffer* out) {
-  auto* reactor = new RawUnaryReactor<v1::StatsRequest, v1::StatsResponse>(out);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  RawUnaryCall<v1::StatsRequest, v1::StatsResponse> raw(reactor, out);
   absl::Status status = env_->Authorize(*ctx);
-  if (status.ok()) status = reactor->Parse("Stats", *bytes);
+  if (status.ok()) status = raw.Parse("Stats", *bytes);
   if (!status.ok()) {
     env_->counters().rejected_calls++;
     spdlog::info("event=rejected rpc=Stats peer={} code={} msg=\"{}\"", ctx->peer(),
                  absl::StatusCodeToString(status.code()), std::string(status.message()));
-    reactor->Reply(ToGrpcStatus(status));
+    raw.Reply(ToGrpcStatus(status));
     return reactor;
   }
-  Fill(reactor->response());
-  reactor->Reply(grpc::Status::OK);
+  Fill(raw.response());
+  raw.Reply(grpc::Status::OK);
   return reactor;
 }
 

@@ -7,7 +7,9 @@
 // threads must not block. Stats is a few atomic reads, answered inline.
 //
 // Both methods are raw (raw_unary.h): a request that does not parse gets INVALID_ARGUMENT naming
-// the method, after the token check, and the reactor owns the parsed request and the response.
+// the method, after the token check. Both finish gRPC's DefaultReactor (nothing to do on cancel;
+// its OnDone runs inline, with no executor hop per call); the typed messages live on the
+// handler's stack when it answers inline, in a Call when a worker answers.
 //
 // A request for a kernel that another request of this daemon is already getting holds no worker
 // thread: it waits as a callback on that compile (CompileBackend::CompileUnlessInFlight), and
@@ -51,17 +53,15 @@ class CompilerService final
   CompileBackend* backend() { return backend_.get(); }
 
  private:
-  using Reactor = RawUnaryReactor<v1::CompileRequest, v1::CompileResponse>;
+  using Raw = RawUnaryCall<v1::CompileRequest, v1::CompileResponse>;
 
-  // One Compile answered off gRPC's thread. Finished exactly once, and never while a worker
-  // uses its request (the reactor, which holds it, may be deleted at Finish): a worker runs it
-  // (kRunning), or it waits on a compile it joined (kJoined: then that compile's callback, or the
-  // deadline's timer, whichever comes first, finishes it or hands it back to a worker).
+  // One Compile answered off gRPC's thread. Finished exactly once: a worker runs it (kRunning),
+  // or it waits on a compile it joined (kJoined: then that compile's callback, or the deadline's
+  // timer, whichever comes first, finishes it or hands it back to a worker).
   struct Call {
     enum class State { kRunning, kJoined, kDone };
-    Reactor* reactor;
-    const v1::CompileRequest* request;  // the reactor's
-    v1::CompileResponse* response;      // the reactor's
+    explicit Call(Raw r) : raw(std::move(r)) {}
+    Raw raw;  // the request, the response, and the call's default reactor
     std::string peer;
     absl::Time deadline;
     absl::Mutex mu;
@@ -75,9 +75,9 @@ class CompilerService final
   // ended at its own deadline, ours is later) run it again.
   void Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome);
   void Finish(Call& call, absl::StatusOr<CompileOutcome> outcome);
-  // The token, then parsing `bytes` into the reactor's request, then the request's checks.
+  // The token, then parsing `bytes` into raw's request, then the request's checks.
   absl::Status Admit(const grpc::CallbackServerContext& ctx, const grpc::ByteBuffer& bytes,
-                     Reactor& reactor);
+                     Raw& raw);
   grpc::Status Answer(const v1::CompileRequest& request, absl::StatusOr<CompileOutcome> outcome,
                       const std::string& peer, v1::CompileResponse* response);
 

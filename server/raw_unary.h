@@ -6,15 +6,17 @@
 // UnimplementedUnaryReactor), and libprotobuf prints its own line to stderr. So every method of
 // our services is registered raw (the generated WithRawCallbackMethod_<Method>): its handler gets
 // the request's bytes, parses them with ParseRequest (INVALID_ARGUMENT naming the method, the
-// message type and, for invalid UTF-8, the field) and runs the typed logic on a RawUnaryReactor,
-// which owns the typed request and response and serializes the response into gRPC's buffer when
-// it finishes. Nothing here quotes the request's bytes.
+// message type and, for invalid UTF-8, the field) into a RawUnaryCall, runs the typed logic on
+// it, and RawUnaryCall::Reply serializes the response into gRPC's buffer before it finishes the
+// call's reactor. Nothing here quotes the request's bytes.
 //
-// Lifetime is gRPC's own rule: Reply (Finish) exactly once; the reactor, and with it the request
-// and response, is deleted at OnDone, which may run as soon as Reply is called. Reply before the
-// handler has returned the reactor is allowed (gRPC keeps the status until it binds the call).
+// The reactor is the handler's choice, as with the typed API: gRPC's DefaultReactor for a call
+// with nothing to do on cancel (its OnDone runs inline, while gRPC hands any reactor of ours to
+// its executor for OnDone: a thread hop per call, which took the cached Compile rate from 31k to
+// 20k req/s on 2 cores; bench/RESULTS.md, 2026-12-04), or the handler's own reactor, which then
+// owns the RawUnaryCall.
 //
-// Thread-safety: one reactor per call; Reply from any thread, once.
+// Thread-safety: one RawUnaryCall per call; Reply from any thread, once.
 #pragma once
 
 #include <google/protobuf/message_lite.h>
@@ -38,12 +40,16 @@ absl::Status ParseRequest(absl::string_view method, const grpc::ByteBuffer& byte
 grpc::Status SerializeResponse(const google::protobuf::MessageLite& response,
                                grpc::ByteBuffer* out);
 
-// A raw unary call's reactor, holding the typed messages. Deletes itself at OnDone.
+// The typed messages of one raw unary call, and its finish. gRPC keeps no reference into it: it
+// may go as soon as Reply has returned (or, when the reactor owns it, with the reactor).
 template <class Request, class Response>
-class RawUnaryReactor : public grpc::ServerUnaryReactor {
+class RawUnaryCall {
  public:
-  // `out`: the raw method's response buffer (gRPC's, valid until OnDone).
-  explicit RawUnaryReactor(grpc::ByteBuffer* out) : out_(out) {}
+  // `reactor`: the one the handler returns; `out`: the raw method's response buffer (gRPC's,
+  // valid until the call is done).
+  RawUnaryCall(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* out)
+      : reactor_(reactor), out_(out) {}
+  RawUnaryCall(RawUnaryCall&&) = default;
 
   // Parses the call's request bytes into request() (ParseRequest).
   absl::Status Parse(absl::string_view method, const grpc::ByteBuffer& bytes) {
@@ -53,18 +59,19 @@ class RawUnaryReactor : public grpc::ServerUnaryReactor {
   Response* response() { return &response_; }
 
   // Finishes the call, with response()'s bytes when `status` is OK (gRPC drops the message of a
-  // failed call, so none is made). Once; may delete this (OnDone): nothing after it.
+  // failed call, so none is made). Once. Before the handler has returned is allowed (gRPC keeps
+  // the status until it binds the reactor). The reactor may be deleted (OnDone) before this
+  // returns: a reactor that owns this call does nothing after it.
   void Reply(grpc::Status status) {
     if (status.ok()) status = SerializeResponse(response_, out_);
-    Finish(std::move(status));
+    reactor_->Finish(std::move(status));
   }
-
-  void OnDone() override { delete this; }
 
  private:
   Request request_;
   Response response_;
-  grpc::ByteBuffer* const out_;
+  grpc::ServerUnaryReactor* reactor_;
+  grpc::ByteBuffer* out_;
 };
 
 }  // namespace syncopate::server

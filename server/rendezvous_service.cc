@@ -16,20 +16,20 @@ constexpr char kCancelledWhy[] =
     "its call was cancelled (the client process, or the daemon it came through, went away)";
 
 // One waiting Join, Agree or Exchange call, served locally (registry) or forwarded to the leader
-// daemon. It owns the call's parsed request and its response (raw_unary.h).
+// daemon. It owns the call's parsed request and its response (`call_`, raw_unary.h).
 //
-// Finish (Reply) is called exactly once, never under the reactor's lock, and only after the
+// Finish (call_.Reply) is called exactly once, never under the reactor's lock, and only after the
 // constructor has finished (a completion that arrives while the constructor still runs is parked
 // in `result_`), because gRPC may delete the reactor (OnDone) as soon as Finish is called.
 template <class Request, class Response>
-class GroupCallReactor : public RawUnaryReactor<Request, Response> {
+class GroupCallReactor : public grpc::ServerUnaryReactor {
  public:
   GroupCallReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* out)
-      : RawUnaryReactor<Request, Response>(out),
+      : call_(this, out),
         env_(env),
         ctx_(ctx),
-        request_(&this->request()),
-        response_(this->response()) {}
+        request_(&call_.request()),
+        response_(call_.response()) {}
 
   void OnCancel() override {
     GroupRegistry::WaiterId waiter = 0;
@@ -44,13 +44,15 @@ class GroupCallReactor : public RawUnaryReactor<Request, Response> {
     if (waiter != 0) env_->registry().Cancel(waiter, kCancelledWhy);
   }
 
+  void OnDone() override { delete this; }
+
  protected:
   // Runs the call: checks, then forward or local. Called at the end of the derived constructor
   // with the call's request bytes, parsed after the token check (TCP checks it before reading
   // too: tcp_auth.h) and before anything reads a field.
   void Begin(const std::string& what, const grpc::ByteBuffer& bytes) {
     absl::Status status = env_->Authorize(*ctx_);
-    if (status.ok()) status = this->Parse(what, bytes);
+    if (status.ok()) status = call_.Parse(what, bytes);
     if (status.ok() && env_->draining()) {
       status = absl::UnavailableError(
           absl::StrCat("daemon ", env_->daemon_name(), " is shutting down"));
@@ -81,7 +83,7 @@ class GroupCallReactor : public RawUnaryReactor<Request, Response> {
       constructed_ = true;
       finish = TakeFinishLocked();
     }
-    if (finish) this->Reply(*finish);  // may delete this (OnDone): nothing after it
+    if (finish) call_.Reply(*finish);  // may delete this (OnDone): nothing after it
   }
 
   // Completes the call (from any thread, once).
@@ -93,7 +95,7 @@ class GroupCallReactor : public RawUnaryReactor<Request, Response> {
       result_ = std::move(status);
       finish = TakeFinishLocked();
     }
-    if (finish) this->Reply(*finish);  // may delete this (OnDone): nothing after it
+    if (finish) call_.Reply(*finish);  // may delete this (OnDone): nothing after it
   }
 
   virtual absl::Status Check() = 0;
@@ -104,9 +106,10 @@ class GroupCallReactor : public RawUnaryReactor<Request, Response> {
                             const Request* forwarded, Response* response,
                             std::function<void(grpc::Status)> done) = 0;
 
+  RawUnaryCall<Request, Response> call_;  // first: request_ and response_ point into it
   ServiceEnv* env_;
   grpc::CallbackServerContext* ctx_;
-  const Request* const request_;  // this->request(), once Begin has parsed it
+  const Request* const request_;  // parsed by Begin
   Response* const response_;
 
  private:
