@@ -12,9 +12,8 @@
 //
 // The reactor is the handler's choice, as with the typed API: gRPC's DefaultReactor for a call
 // with nothing to do on cancel (its OnDone runs inline, while gRPC hands any reactor of ours to
-// its executor for OnDone: a thread hop per call, which took the cached Compile rate from 31k to
-// 20k req/s on 2 cores; bench/RESULTS.md, 2026-12-04), or the handler's own reactor, which then
-// owns the RawUnaryCall.
+// its executor for OnDone: a thread hop per call, which cost cached Compile 13-35% on 2 cores;
+// bench/RESULTS.md, 2026-12-04), or the handler's own reactor, which then owns the RawUnaryCall.
 //
 // Thread-safety: one RawUnaryCall per call; Reply from any thread, once.
 #pragma once
