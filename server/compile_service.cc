@@ -31,13 +31,14 @@ uint64_t ResidentBytes() {
 }  // namespace
 
 absl::Status CompilerService::Admit(const grpc::CallbackServerContext& ctx,
-                                    const v1::CompileRequest& request) {
+                                    const grpc::ByteBuffer& bytes, Raw& raw) {
   absl::Status status = env_->Authorize(ctx);
+  if (status.ok()) status = raw.Parse("Compile", bytes);
   if (status.ok() && env_->draining()) {
     status = absl::UnavailableError(absl::StrCat("daemon ", env_->daemon_name(),
                                                  " is shutting down"));
   }
-  if (status.ok()) status = CheckCompileRequest(request, env_->limits());
+  if (status.ok()) status = CheckCompileRequest(raw.request(), env_->limits());
   if (status.ok() && backend_ == nullptr) {
     status = absl::UnavailableError(
         absl::StrCat("the kernel cache of daemon ", env_->daemon_name(),
@@ -83,7 +84,7 @@ grpc::Status CompilerService::Answer(const v1::CompileRequest& request,
 }
 
 void CompilerService::Finish(Call& call, absl::StatusOr<CompileOutcome> outcome) {
-  call.reactor->Finish(Answer(*call.request, std::move(outcome), call.peer, call.response));
+  call.raw.Reply(Answer(call.raw.request(), std::move(outcome), call.peer, call.raw.response()));
 }
 
 void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome) {
@@ -116,7 +117,7 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
   };
   std::string key;
   std::optional<absl::StatusOr<CompileOutcome>> outcome =
-      backend_->CompileUnlessInFlight(*call->request, call->deadline, joined, &key);
+      backend_->CompileUnlessInFlight(call->raw.request(), call->deadline, joined, &key);
   std::optional<absl::StatusOr<CompileOutcome>> early;
   {
     absl::MutexLock lock(&call->mu);
@@ -156,36 +157,52 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
 }
 
 grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* ctx,
-                                                   const v1::CompileRequest* request,
-                                                   v1::CompileResponse* response) {
+                                                   const grpc::ByteBuffer* bytes,
+                                                   grpc::ByteBuffer* out) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status status = Admit(*ctx, *request); !status.ok()) {
-    reactor->Finish(ToGrpcStatus(status));
+  // On the stack while this thread answers (Reply before returning is fine: raw_unary.h).
+  Raw raw(reactor, out);
+  if (absl::Status status = Admit(*ctx, *bytes, raw); !status.ok()) {
+    raw.Reply(ToGrpcStatus(status));
     return reactor;
   }
-  if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(*request)) {
-    reactor->Finish(Answer(*request, std::move(*hit), "", response));
+  if (std::optional<CompileOutcome> hit = backend_->CompileIfServedBefore(raw.request())) {
+    raw.Reply(Answer(raw.request(), std::move(*hit), "", raw.response()));
     return reactor;
   }
-  auto call = std::make_shared<Call>();
-  call->reactor = reactor;
-  call->request = request;
-  call->response = response;
+  auto call = std::make_shared<Call>(std::move(raw));
   call->peer = ctx->peer();
-  call->deadline = env_->WaitDeadline(*ctx, request->timeout_ms());
+  call->deadline = env_->WaitDeadline(*ctx, call->raw.request().timeout_ms());
   const bool queued = workers_.Submit([this, call] { Run(call); });
   if (!queued) {
     env_->counters().rejected_calls++;
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 absl::StrCat("daemon ", env_->daemon_name(),
-                                              ": compile queue is full; retry later")));
+    call->raw.Reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                absl::StrCat("daemon ", env_->daemon_name(),
+                                             ": compile queue is full; retry later")));
   }
   return reactor;
 }
 
-grpc::Status DaemonService::Stats(grpc::ServerContext* ctx, const v1::StatsRequest* request,
-                                  v1::StatsResponse* response) {
-  if (absl::Status s = env_->Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
+grpc::ServerUnaryReactor* DaemonService::Stats(grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* bytes,
+                                               grpc::ByteBuffer* out) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  RawUnaryCall<v1::StatsRequest, v1::StatsResponse> raw(reactor, out);
+  absl::Status status = env_->Authorize(*ctx);
+  if (status.ok()) status = raw.Parse("Stats", *bytes);
+  if (!status.ok()) {
+    env_->counters().rejected_calls++;
+    spdlog::info("event=rejected rpc=Stats peer={} code={} msg=\"{}\"", ctx->peer(),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+    raw.Reply(ToGrpcStatus(status));
+    return reactor;
+  }
+  Fill(raw.response());
+  raw.Reply(grpc::Status::OK);
+  return reactor;
+}
+
+void DaemonService::Fill(v1::StatsResponse* response) {
   const RegistryStats stats = env_->registry().Stats();
   const Counters& c = env_->counters();
   response->set_daemon(env_->daemon_name());
@@ -207,7 +224,6 @@ grpc::Status DaemonService::Stats(grpc::ServerContext* ctx, const v1::StatsReque
   if (compiler_ != nullptr && compiler_->backend() != nullptr) {
     response->set_nvrtc_compiles(compiler_->backend()->CacheStats().compiles);
   }
-  return grpc::Status::OK;
 }
 
 }  // namespace syncopate::server

@@ -4,7 +4,12 @@
 // hand (every rank of every step after the first) is answered inline on gRPC's thread, with no
 // thread hop (the request checks run inline too: they are bounded by the request limits);
 // anything else (codegen, the cache's disk, NVRTC) goes to a WorkerPool, since gRPC's callback
-// threads must not block. Stats is a few atomic reads: the sync API is simplest.
+// threads must not block. Stats is a few atomic reads, answered inline.
+//
+// Both methods are raw (raw_unary.h): a request that does not parse gets INVALID_ARGUMENT naming
+// the method, after the token check. Both finish gRPC's DefaultReactor (nothing to do on cancel;
+// its OnDone runs inline, with no executor hop per call); the typed messages live on the
+// handler's stack when it answers inline, in a Call when a worker answers.
 //
 // A request for a kernel that another request of this daemon is already getting holds no worker
 // thread: it waits as a callback on that compile (CompileBackend::CompileUnlessInFlight), and
@@ -22,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/compile_backend.h"
+#include "server/raw_unary.h"
 #include "server/service_env.h"
 #include "server/timer_queue.h"
 #include "server/worker_pool.h"
@@ -29,7 +35,8 @@
 
 namespace syncopate::server {
 
-class CompilerService final : public v1::Compiler::CallbackService {
+class CompilerService final
+    : public v1::Compiler::WithRawCallbackMethod_Compile<v1::Compiler::Service> {
  public:
   // `backend` may be null when the kernel cache could not be opened; Compile then answers
   // Unavailable with the reason.
@@ -41,20 +48,20 @@ class CompilerService final : public v1::Compiler::CallbackService {
         workers_(env->config().compile_threads * 2, 4096) {}
 
   grpc::ServerUnaryReactor* Compile(grpc::CallbackServerContext* ctx,
-                                    const v1::CompileRequest* request,
-                                    v1::CompileResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   CompileBackend* backend() { return backend_.get(); }
 
  private:
-  // One Compile answered off gRPC's thread. Finished exactly once, and never while a worker
-  // uses its request (gRPC may free it at Finish): a worker runs it (kRunning), or it waits on a
-  // compile it joined (kJoined: then that compile's callback, or the deadline's timer, whichever
-  // comes first, finishes it or hands it back to a worker).
+  using Raw = RawUnaryCall<v1::CompileRequest, v1::CompileResponse>;
+
+  // One Compile answered off gRPC's thread. Finished exactly once: a worker runs it (kRunning),
+  // or it waits on a compile it joined (kJoined: then that compile's callback, or the deadline's
+  // timer, whichever comes first, finishes it or hands it back to a worker).
   struct Call {
     enum class State { kRunning, kJoined, kDone };
-    grpc::ServerUnaryReactor* reactor;
-    const v1::CompileRequest* request;
-    v1::CompileResponse* response;
+    explicit Call(Raw r) : raw(std::move(r)) {}
+    Raw raw;  // the request, the response, and the call's default reactor
     std::string peer;
     absl::Time deadline;
     absl::Mutex mu;
@@ -68,7 +75,9 @@ class CompilerService final : public v1::Compiler::CallbackService {
   // ended at its own deadline, ours is later) run it again.
   void Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileOutcome> outcome);
   void Finish(Call& call, absl::StatusOr<CompileOutcome> outcome);
-  absl::Status Admit(const grpc::CallbackServerContext& ctx, const v1::CompileRequest& request);
+  // The token, then parsing `bytes` into raw's request, then the request's checks.
+  absl::Status Admit(const grpc::CallbackServerContext& ctx, const grpc::ByteBuffer& bytes,
+                     Raw& raw);
   grpc::Status Answer(const v1::CompileRequest& request, absl::StatusOr<CompileOutcome> outcome,
                       const std::string& peer, v1::CompileResponse* response);
 
@@ -79,13 +88,16 @@ class CompilerService final : public v1::Compiler::CallbackService {
   WorkerPool workers_;  // last: joined (running what is queued) before the backend goes
 };
 
-class DaemonService final : public v1::Daemon::Service {
+class DaemonService final : public v1::Daemon::WithRawCallbackMethod_Stats<v1::Daemon::Service> {
  public:
   DaemonService(ServiceEnv* env, CompilerService* compiler) : env_(env), compiler_(compiler) {}
-  grpc::Status Stats(grpc::ServerContext* ctx, const v1::StatsRequest* request,
-                     v1::StatsResponse* response) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
+  void Fill(v1::StatsResponse* response);
+
   ServiceEnv* env_;
   CompilerService* compiler_;
 };

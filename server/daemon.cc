@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
     tcp.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
     CommonOptions(config, quota, tcp);
     tcp.AddListeningPort(config.listen, *creds, &tcp_port);
-    // The services are stateless callback/sync handlers over `env`: one instance serves both.
+    // The services are stateless callback handlers over `env`: one instance serves both.
     tcp.RegisterService(daemon->rendezvous_.get());
     tcp.RegisterService(daemon->compiler_.get());
     tcp.RegisterService(daemon->stats_.get());

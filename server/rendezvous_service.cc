@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc_status.h"
+#include "server/raw_unary.h"
 #include "spdlog/spdlog.h"
 
 namespace syncopate::server {
@@ -14,17 +15,21 @@ namespace {
 constexpr char kCancelledWhy[] =
     "its call was cancelled (the client process, or the daemon it came through, went away)";
 
-// One waiting Join or Agree call, served locally (registry) or forwarded to the leader daemon.
+// One waiting Join, Agree or Exchange call, served locally (registry) or forwarded to the leader
+// daemon. It owns the call's parsed request and its response (`call_`, raw_unary.h).
 //
-// Finish is called exactly once, never under the reactor's lock, and only after the constructor
-// has finished (a completion that arrives while the constructor still runs is parked in
-// `result_`), because gRPC may delete the reactor (OnDone) as soon as Finish is called.
+// Finish (call_.Reply) is called exactly once, never under the reactor's lock, and only after the
+// constructor has finished (a completion that arrives while the constructor still runs is parked
+// in `result_`), because gRPC may delete the reactor (OnDone) as soon as Finish is called.
 template <class Request, class Response>
 class GroupCallReactor : public grpc::ServerUnaryReactor {
  public:
-  GroupCallReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const Request* request,
-                   Response* response)
-      : env_(env), ctx_(ctx), request_(request), response_(response) {}
+  GroupCallReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* out)
+      : call_(this, out),
+        env_(env),
+        ctx_(ctx),
+        request_(&call_.request()),
+        response_(call_.response()) {}
 
   void OnCancel() override {
     GroupRegistry::WaiterId waiter = 0;
@@ -42,9 +47,12 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  protected:
-  // Runs the call: checks, then forward or local. Called at the end of the derived constructor.
-  void Begin(const std::string& what) {
+  // Runs the call: checks, then forward or local. Called at the end of the derived constructor
+  // with the call's request bytes, parsed after the token check (TCP checks it before reading
+  // too: tcp_auth.h) and before anything reads a field.
+  void Begin(const std::string& what, const grpc::ByteBuffer& bytes) {
     absl::Status status = env_->Authorize(*ctx_);
+    if (status.ok()) status = call_.Parse(what, bytes);
     if (status.ok() && env_->draining()) {
       status = absl::UnavailableError(
           absl::StrCat("daemon ", env_->daemon_name(), " is shutting down"));
@@ -75,7 +83,7 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
       constructed_ = true;
       finish = TakeFinishLocked();
     }
-    if (finish) Finish(*finish);  // may delete this (OnDone): nothing after it
+    if (finish) call_.Reply(*finish);  // may delete this (OnDone): nothing after it
   }
 
   // Completes the call (from any thread, once).
@@ -87,7 +95,7 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
       result_ = std::move(status);
       finish = TakeFinishLocked();
     }
-    if (finish) Finish(*finish);  // may delete this (OnDone): nothing after it
+    if (finish) call_.Reply(*finish);  // may delete this (OnDone): nothing after it
   }
 
   virtual absl::Status Check() = 0;
@@ -98,10 +106,11 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
                             const Request* forwarded, Response* response,
                             std::function<void(grpc::Status)> done) = 0;
 
+  RawUnaryCall<Request, Response> call_;  // first: request_ and response_ point into it
   ServiceEnv* env_;
   grpc::CallbackServerContext* ctx_;
-  const Request* request_;
-  Response* response_;
+  const Request* const request_;  // parsed by Begin
+  Response* const response_;
 
  private:
   // The status to Finish with, once both the constructor and the call's work are done. Finish
@@ -156,10 +165,10 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
 
 class JoinReactor final : public GroupCallReactor<v1::JoinRequest, v1::JoinResponse> {
  public:
-  JoinReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
-              v1::JoinResponse* response)
-      : GroupCallReactor(env, ctx, request, response) {
-    Begin("Join");
+  JoinReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer& bytes,
+              grpc::ByteBuffer* out)
+      : GroupCallReactor(env, ctx, out) {
+    Begin("Join", bytes);
   }
 
  private:
@@ -205,10 +214,10 @@ class JoinReactor final : public GroupCallReactor<v1::JoinRequest, v1::JoinRespo
 
 class AgreeReactor final : public GroupCallReactor<v1::AgreeRequest, v1::AgreeResponse> {
  public:
-  AgreeReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx,
-               const v1::AgreeRequest* request, v1::AgreeResponse* response)
-      : GroupCallReactor(env, ctx, request, response) {
-    Begin("Agree");
+  AgreeReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer& bytes,
+               grpc::ByteBuffer* out)
+      : GroupCallReactor(env, ctx, out) {
+    Begin("Agree", bytes);
   }
 
  private:
@@ -274,9 +283,9 @@ class ExchangeReactor final
     : public GroupCallReactor<v1::ExchangeRequest, v1::ExchangeResponse> {
  public:
   ExchangeReactor(ServiceEnv* env, grpc::CallbackServerContext* ctx,
-                  const v1::ExchangeRequest* request, v1::ExchangeResponse* response)
-      : GroupCallReactor(env, ctx, request, response) {
-    Begin("Exchange");
+                  const grpc::ByteBuffer& bytes, grpc::ByteBuffer* out)
+      : GroupCallReactor(env, ctx, out) {
+    Begin("Exchange", bytes);
   }
 
  private:
@@ -307,21 +316,21 @@ class ExchangeReactor final
 }  // namespace
 
 grpc::ServerUnaryReactor* RendezvousService::Exchange(grpc::CallbackServerContext* ctx,
-                                                      const v1::ExchangeRequest* request,
-                                                      v1::ExchangeResponse* response) {
-  return new ExchangeReactor(env_, ctx, request, response);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return new ExchangeReactor(env_, ctx, *request, response);
 }
 
 grpc::ServerUnaryReactor* RendezvousService::Join(grpc::CallbackServerContext* ctx,
-                                                  const v1::JoinRequest* request,
-                                                  v1::JoinResponse* response) {
-  return new JoinReactor(env_, ctx, request, response);
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return new JoinReactor(env_, ctx, *request, response);
 }
 
 grpc::ServerUnaryReactor* RendezvousService::Agree(grpc::CallbackServerContext* ctx,
-                                                   const v1::AgreeRequest* request,
-                                                   v1::AgreeResponse* response) {
-  return new AgreeReactor(env_, ctx, request, response);
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return new AgreeReactor(env_, ctx, *request, response);
 }
 
 }  // namespace syncopate::server

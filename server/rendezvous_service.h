@@ -11,6 +11,9 @@
 // leader learns of a dead rank behind a forwarding daemon too, and a dead forwarding daemon drops
 // its connection, cancelling all of its ranks' calls at the leader.
 //
+// The methods are raw (raw_unary.h): a request that does not parse gets INVALID_ARGUMENT naming
+// the method, after the same token check as any other call.
+//
 // Thread-safety: the service is stateless apart from ServiceEnv; reactors own their call state.
 #pragma once
 
@@ -19,18 +22,20 @@
 
 namespace syncopate::server {
 
-class RendezvousService final : public v1::Rendezvous::CallbackService {
+class RendezvousService final
+    : public v1::Rendezvous::WithRawCallbackMethod_Join<v1::Rendezvous::WithRawCallbackMethod_Agree<
+          v1::Rendezvous::WithRawCallbackMethod_Exchange<v1::Rendezvous::Service>>> {
  public:
   explicit RendezvousService(ServiceEnv* env) : env_(env) {}
 
-  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
-                                 v1::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Agree(grpc::CallbackServerContext* ctx,
-                                  const v1::AgreeRequest* request,
-                                  v1::AgreeResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Exchange(grpc::CallbackServerContext* ctx,
-                                     const v1::ExchangeRequest* request,
-                                     v1::ExchangeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   ServiceEnv* env_;

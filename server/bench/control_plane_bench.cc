@@ -2,13 +2,18 @@
 //   1. plan-agreement latency, 8 ranks over 3 daemons (3 + 3 + 2; ranks on daemons 1 and 2 are
 //      forwarded to the leader): per round, from the last rank's proposal to the last rank's
 //      answer; p50 / p99 over many rounds.
-//   2. cached Compile throughput, 16 concurrent clients (one channel each) on one daemon's Unix
-//      socket, against the same requests served by CompileBackend in-process; each with the
-//      plan in full and with the plan named by hash (CompileRequest.plan_hash).
-//      The floor of this machine: grpc.health.v1 Check (an empty unary RPC) from the same 16
+//   2. cached Compile throughput, 16 concurrent clients (one channel each; --clients=16,64 for
+//      several counts) on one daemon's Unix socket, against the same requests served by
+//      CompileBackend in-process; each with the plan in full and with the plan named by hash
+//      (CompileRequest.plan_hash).
+//      The floor of this machine: grpc.health.v1 Check (an empty unary RPC) from the same
 //      clients, so the Compile RPC's rate reads against what gRPC itself does here.
 //   3. daemon RSS (VmRSS / VmHWM) after the load.
-// usage: control_plane_bench [--rounds=N] [--seconds=S] [--syncopated=PATH]
+// --compile_only: one daemon, part 2 without the in-process rates (the plan comes from one
+// agreement round of the 8 ranks on that daemon), so that the same client code measures any
+// syncopated binary (--syncopated=PATH; e.g. an older build, for before/after figures).
+// usage: control_plane_bench [--rounds=N] [--seconds=S] [--syncopated=PATH] [--clients=N,M,...]
+//                            [--compile_only]
 // Goals (DESIGN): agreement p99 < 5 ms; cached compile > 20,000 req/s.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -18,6 +23,7 @@
 #include <barrier>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,15 +84,34 @@ int main(int argc, char** argv) {
   int rounds = 2000;
   double seconds = 5;
   std::string syncopated = SYNCOPATED_PATH;
+  std::vector<int> client_counts = {16};
+  bool compile_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--rounds=", 0) == 0) rounds = std::stoi(arg.substr(9));
     if (arg.rfind("--seconds=", 0) == 0) seconds = std::stod(arg.substr(10));
     if (arg.rfind("--syncopated=", 0) == 0) syncopated = arg.substr(13);
+    if (arg == "--compile_only") compile_only = true;
+    if (arg.rfind("--clients=", 0) == 0) {
+      client_counts.clear();
+      std::stringstream list(arg.substr(10));
+      for (std::string n; std::getline(list, n, ',');) client_counts.push_back(std::stoi(n));
+    }
+  }
+  if (compile_only) rounds = 1;
+  if (!compile_only && rounds <= 10) {
+    std::fprintf(stderr, "--rounds must be over 10 (the first 10 warm up)\n");
+    return 2;
+  }
+  for (int n : client_counts) {
+    if (n < 1 || n > 1024) {
+      std::fprintf(stderr, "--clients: %d is not in 1..1024\n", n);
+      return 2;
+    }
   }
   testing::TempDir dir;
   std::vector<std::unique_ptr<testing::DaemonProcess>> daemons;
-  for (int d = 0; d < 3; ++d) {
+  for (int d = 0; d < (compile_only ? 1 : 3); ++d) {
     daemons.push_back(std::make_unique<testing::DaemonProcess>(
         syncopated, dir, "bench" + std::to_string(d),
         std::vector<std::string>{"--log_level=warn", "--cache_dir=" + dir.Path("cache")}));
@@ -107,7 +132,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int r = 0; r < kWorld; ++r) {
       threads.emplace_back([&, r] {
-        const int d = r < 3 ? 0 : r < 6 ? 1 : 2;
+        const int d = compile_only ? 0 : r < 3 ? 0 : r < 6 ? 1 : 2;
         auto stub = v1::Rendezvous::NewStub(Channel(daemons[d]->socket()));
         v1::JoinRequest join;
         join.set_job_id("bench");
@@ -154,6 +179,7 @@ int main(int argc, char** argv) {
     }
     return 1;
   }
+  std::printf("syncopated: %s\n", syncopated.c_str());
   std::vector<double> latency;
   for (int i = 10; i < rounds; ++i) {  // the first rounds warm up channels
     Clock::time_point last_sent = sent[0][i], last_got = got[0][i];
@@ -191,16 +217,16 @@ int main(int argc, char** argv) {
     warm_plan_hash = response.kernel().plan_hash();
     binary_bytes = response.kernel().binary().size();
   }
-  constexpr int kClients = 16;
+  int clients = client_counts.front();
   // `make_worker(c)` gives client c's call, returning false on failure.
   auto run = [&](const std::function<std::function<bool()>(int)>& make_worker) {
     std::atomic<uint64_t> done{0};
     std::atomic<bool> stop{false};
     std::vector<std::function<bool()>> workers;
-    for (int c = 0; c < kClients; ++c) workers.push_back(make_worker(c));
+    for (int c = 0; c < clients; ++c) workers.push_back(make_worker(c));
     std::vector<std::thread> threads;
     const auto start = Clock::now();
-    for (int c = 0; c < kClients; ++c) {
+    for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
         while (!stop.load(std::memory_order_relaxed)) {
           if (!workers[c]()) {
@@ -229,19 +255,15 @@ int main(int argc, char** argv) {
       };
     };
   };
-  const double rpc_rate = run(rpc_worker(compile));
   v1::CompileRequest revalidate = compile;
   revalidate.set_known_cache_key(warm_key);
-  const double revalidate_rate = run(rpc_worker(revalidate));
   // The plan named by hash (the daemon kept it from the warm-up request): what a rank sends on
   // every step after the first.
   v1::CompileRequest by_hash = compile;
   by_hash.clear_plan();
   by_hash.set_plan_hash(warm_plan_hash);
-  const double by_hash_rate = run(rpc_worker(by_hash));
   v1::CompileRequest by_hash_revalidate = by_hash;
   by_hash_revalidate.set_known_cache_key(warm_key);
-  const double by_hash_revalidate_rate = run(rpc_worker(by_hash_revalidate));
   // The empty RPC: health Check with an empty request (service ""), sent as raw bytes so the
   // bench needs no health stubs. The generic stub is asynchronous: one completion queue per
   // client, waited on at once, which is what the sync stub does inside; the two client paths
@@ -272,52 +294,85 @@ int main(int argc, char** argv) {
       return done;
     };
   };
-  const double empty_rate = run(health_worker);
+  struct Rates {
+    int clients = 0;
+    double rpc = 0, revalidate = 0, by_hash = 0, by_hash_revalidate = 0, empty = 0;
+    double local = 0, local_by_hash = 0;  // in-process, as many threads as clients
+  };
+  std::vector<Rates> rates;
+  for (int n : client_counts) {
+    clients = n;
+    Rates r;
+    r.clients = n;
+    r.rpc = run(rpc_worker(compile));
+    r.revalidate = run(rpc_worker(revalidate));
+    r.by_hash = run(rpc_worker(by_hash));
+    r.by_hash_revalidate = run(rpc_worker(by_hash_revalidate));
+    r.empty = run(health_worker);
+    rates.push_back(r);
+  }
   const std::string rss = ProcStatus(daemons[0]->process().pid(), "VmRSS");
   const std::string hwm = ProcStatus(daemons[0]->process().pid(), "VmHWM");
 
-  server::PlanStore local_plans;
-  server::CompileBackend::Options options;
-  options.cache_dir = dir.Path("cache");
-  options.plans = &local_plans;
-  auto backend = server::CompileBackend::Create(options);
-  if (!backend.ok()) return 1;
-  auto local_worker = [&](const v1::CompileRequest& request) {
-    return [&](int c) -> std::function<bool()> {
-      return [&] {
-        auto outcome = (*backend)->Compile(request, absl::Now() + absl::Seconds(30));
-        return outcome.ok() && outcome->cache_hit;
+  if (!compile_only) {
+    server::PlanStore local_plans;
+    server::CompileBackend::Options options;
+    options.cache_dir = dir.Path("cache");
+    options.plans = &local_plans;
+    auto backend = server::CompileBackend::Create(options);
+    if (!backend.ok()) return 1;
+    auto local_worker = [&](const v1::CompileRequest& request) {
+      return [&](int c) -> std::function<bool()> {
+        return [&] {
+          auto outcome = (*backend)->Compile(request, absl::Now() + absl::Seconds(30));
+          return outcome.ok() && outcome->cache_hit;
+        };
       };
     };
-  };
-  const double local_rate = run(local_worker(compile));
-  const double local_by_hash_rate = run(local_worker(by_hash));  // the line above stored the plan
+    for (Rates& r : rates) {
+      clients = r.clients;
+      r.local = run(local_worker(compile));
+      r.local_by_hash = run(local_worker(by_hash));  // the line above stored the plan
+    }
+  }
 
   std::printf("| metric | value |\n|---|---|\n");
-  std::printf("| agreement latency, 8 ranks / 3 daemons, p50 | %.3f ms |\n", pct(0.50));
-  std::printf("| agreement latency, 8 ranks / 3 daemons, p99 | %.3f ms |\n", pct(0.99));
-  std::printf("| agreement rounds measured | %zu |\n", latency.size());
+  if (!compile_only) {
+    std::printf("| agreement latency, 8 ranks / 3 daemons, p50 | %.3f ms |\n", pct(0.50));
+    std::printf("| agreement latency, 8 ranks / 3 daemons, p99 | %.3f ms |\n", pct(0.99));
+    std::printf("| agreement rounds measured | %zu |\n", latency.size());
+  }
   // Ratios: the RPC against the same request served in-process by the daemon's CompileBackend.
-  std::printf("| cached Compile RPC, 16 clients, full plan, cubin in every response (%zu B) | %.0f req/s (%.3f of in-process) |\n",
-              binary_bytes, rpc_rate, rpc_rate / local_rate);
-  std::printf("| cached Compile RPC, 16 clients, full plan, known_cache_key (no cubin) | %.0f req/s (%.3f) |\n",
-              revalidate_rate, revalidate_rate / local_rate);
-  std::printf("| cached Compile RPC, 16 clients, plan_hash, cubin in every response | %.0f req/s (%.3f) |\n",
-              by_hash_rate, by_hash_rate / local_by_hash_rate);
-  std::printf("| cached Compile RPC, 16 clients, plan_hash, known_cache_key (no cubin) | %.0f req/s (%.3f) |\n",
-              by_hash_revalidate_rate, by_hash_revalidate_rate / local_by_hash_rate);
-  std::printf("| empty RPC (grpc.health.v1 Check), 16 clients: this machine's gRPC floor | %.0f req/s |\n",
-              empty_rate);
-  std::printf("| plan_hash + known_cache_key Compile RPC / empty RPC | %.2f |\n",
-              by_hash_revalidate_rate / empty_rate);
-  std::printf("| cached compile in-process (CompileBackend), 16 threads, full plan | %.0f req/s |\n",
-              local_rate);
-  std::printf("| cached compile in-process (CompileBackend), 16 threads, plan_hash | %.0f req/s |\n",
-              local_by_hash_rate);
+  auto ratio = [&](double rate, double local, const char* of = "") {
+    if (compile_only) return std::string();
+    char text[64];
+    std::snprintf(text, sizeof(text), " (%.3f%s)", rate / local, of);
+    return std::string(text);
+  };
+  for (const Rates& r : rates) {
+    std::printf("| cached Compile RPC, %d clients, full plan, cubin in every response (%zu B) | %.0f req/s%s |\n",
+                r.clients, binary_bytes, r.rpc, ratio(r.rpc, r.local, " of in-process").c_str());
+    std::printf("| cached Compile RPC, %d clients, full plan, known_cache_key (no cubin) | %.0f req/s%s |\n",
+                r.clients, r.revalidate, ratio(r.revalidate, r.local).c_str());
+    std::printf("| cached Compile RPC, %d clients, plan_hash, cubin in every response | %.0f req/s%s |\n",
+                r.clients, r.by_hash, ratio(r.by_hash, r.local_by_hash).c_str());
+    std::printf("| cached Compile RPC, %d clients, plan_hash, known_cache_key (no cubin) | %.0f req/s%s |\n",
+                r.clients, r.by_hash_revalidate, ratio(r.by_hash_revalidate, r.local_by_hash).c_str());
+    std::printf("| empty RPC (grpc.health.v1 Check), %d clients: this machine's gRPC floor | %.0f req/s |\n",
+                r.clients, r.empty);
+    std::printf("| plan_hash + known_cache_key Compile RPC / empty RPC, %d clients | %.2f |\n",
+                r.clients, r.by_hash_revalidate / r.empty);
+    if (!compile_only) {
+      std::printf("| cached compile in-process (CompileBackend), %d threads, full plan | %.0f req/s |\n",
+                  r.clients, r.local);
+      std::printf("| cached compile in-process (CompileBackend), %d threads, plan_hash | %.0f req/s |\n",
+                  r.clients, r.local_by_hash);
+    }
+  }
   std::printf("| leader daemon RSS after load (VmRSS / VmHWM) | %s / %s |\n", rss.c_str(),
               hwm.c_str());
-  for (int d = 1; d < 3; ++d) {
-    std::printf("| daemon %d RSS (VmRSS) | %s |\n", d,
+  for (size_t d = 1; d < daemons.size(); ++d) {
+    std::printf("| daemon %zu RSS (VmRSS) | %s |\n", d,
                 ProcStatus(daemons[d]->process().pid(), "VmRSS").c_str());
   }
   return failures > 0 ? 1 : 0;
