@@ -9,9 +9,9 @@
 // (channels of a rank run concurrently in the plan's semantics). Before its first step a comm
 // CTA waits for the entry guards (peers entered the launch); comm CTA 0 ends with the tail waits
 // when the launch has no control CTA (launch_abi.h). When no transfer of the plan waits for a
-// tile (Tables::kCommJoinsCompute: AllGather-like plans), a comm CTA that finished its program
-// goes on to compute tiles (FusedSchedule deals them), so the slots it held are not lost to the
-// GEMM for the rest of the kernel.
+// tile (Tables::kCommJoinsCompute: AllGather-like plans) and tiles are dealt dynamically, a comm
+// CTA that finished its program goes on to compute tiles (FusedSchedule::CommJoinsCompute says
+// when), so the slots it held are not lost to the GEMM for the rest of the kernel.
 // Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_COMM_CUH_
 #define SYNCOPATE_IMPL_COMM_CUH_
