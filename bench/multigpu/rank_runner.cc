@@ -765,8 +765,11 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
             cuda::LaunchOptions lo = launch_opts(b);
             lo.comm_ctas = comm_ctas;
             lo.dynamic_tiles = dealing == "dynamic";
-            // The comm CTAs count toward the grid (16: DefaultCommCtas's cap when not given).
-            if (pct != 100) lo.compute_ctas = std::max(1, grid_of(pct) - (comm_ctas > 0 ? comm_ctas : 16));
+            // The comm CTAs count toward the grid.
+            if (pct != 100) {
+              ASSIGN_OR_RETURN(cuda::OverlapRuntime::Geometry geo, rt_->GridOf(*v.gemm_bound, lo));
+              lo.compute_ctas = std::max(1, grid_of(pct) - geo.comm_ctas);
+            }
             auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
             RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
                                     CheckWhat::kResult, rows, nullptr));
