@@ -8,7 +8,7 @@
 # MPS runs with private pipe/log folders and is always stopped at the end (trap); no device
 # setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
 # protocol's tests); the full binary runs once, time-sliced (SKIP_FULL=1: not at all).
-# SKIP_BENCH=1: tests only.
+# SKIP_BENCH=1: tests only. The benches include syncopate_tp_bench under MPS (tp_mps).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/.device/bin
@@ -54,7 +54,7 @@ in_mode() {
   CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout "${STEP_TIMEOUT:-300}" "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:SymmetricMemory*:InterNode*'}
+protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:InterNode*'}
 if [[ -z ${SKIP_FULL:-} ]]; then
   step cuda_unit_test "$bin/cuda_unit_test"
   step cuda_gpu_test "$bin/cuda_gpu_test"
@@ -62,7 +62,21 @@ fi
 for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
   step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"
 done
+# Fused AllGather+GEMM with the ranks as MPS clients, static against dynamic tile dealing, with
+# a per-CTA trace of each fused row (bench/multigpu/trace_summary.py reads $out/tp-trace).
+tp_mps() {
+  mps_start || { echo "   MPS did not start"; return 1; }
+  mkdir -p "$out/tp-trace"
+  CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 timeout "${STEP_TIMEOUT:-300}" "$bin/syncopate_tp_bench" \
+    --gpus 1 --ranks-per-gpu 2 --tp 2 --workloads ag,rs --models llama3.1-8b --tokens 8192,2048 \
+    --chunks 1,2 --backends sm --tile-dealing static,dynamic --reps 10 --warmup 3 \
+    --csv "$out/tp.csv" --cache-dir "$out/tp-cache" --trace "$out/tp-trace"
+  local rc=$?
+  mps_stop
+  return $rc
+}
 if [[ -z ${SKIP_BENCH:-} ]]; then
+  step tp_bench_mps tp_mps
   step demo "$bin/syncopate" demo --quiet-timeline --cache-dir="$out/demo-cache"
   step gpu_overlap_bench "$bin/gpu_overlap_bench"
   step inter_node_bench "$bin/inter_node_bench"
