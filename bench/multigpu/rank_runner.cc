@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <set>
@@ -442,17 +443,14 @@ absl::Status Runner::TraceFused(Variant& v, const cuda::LaunchOptions& lo, const
   std::vector<uint64_t> rec(4 * static_cast<size_t>(geo.ctas));
   CU_RETURN_IF_ERROR(api().cuMemcpyDtoH(rec.data(), records.get(), bytes));
   const std::string path = absl::StrCat(f_.trace_dir, "/", tag, "_rank", rank_, ".csv");
-  std::FILE* out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) return absl::InternalError(absl::StrCat("cannot write ", path));
-  std::fprintf(out, "cta,comm,smid,start_ns,end_ns,wait_ns,waits\n");
+  std::ofstream out(path);
+  out << "cta,comm,smid,start_ns,end_ns,wait_ns,waits\n";
   for (int b = 0; b < geo.ctas; ++b) {
     const uint64_t* r = &rec[4 * static_cast<size_t>(b)];
-    std::fprintf(out, "%d,%d,%u,%llu,%llu,%llu,%u\n", b, b < geo.comm_ctas ? 1 : 0,
-                 static_cast<unsigned>(r[3] >> 32), static_cast<unsigned long long>(r[0]),
-                 static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[2]),
-                 static_cast<unsigned>(r[3] & 0xffffffffu));
+    out << b << ',' << (b < geo.comm_ctas ? 1 : 0) << ',' << (r[3] >> 32) << ',' << r[0] << ','
+        << r[1] << ',' << r[2] << ',' << (r[3] & 0xffffffffu) << '\n';
   }
-  std::fclose(out);
+  if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
 
