@@ -45,6 +45,22 @@ std::vector<std::string> ParseNameList(const std::string& v) {
   return out;
 }
 
+// A comma-separated list of `flag` whose every entry is one of `allowed`, at least one.
+absl::StatusOr<std::vector<std::string>> ParseChoiceList(const std::string& flag,
+                                                         const std::string& what,
+                                                         const std::string& value,
+                                                         const std::vector<std::string>& allowed) {
+  std::vector<std::string> out = ParseNameList(value);
+  for (const std::string& x : out) {
+    if (std::find(allowed.begin(), allowed.end(), x) == allowed.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " '", x, "' (want ",
+                                                     absl::StrJoin(allowed, ", "), ")"));
+    }
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return out;
+}
+
 }  // namespace
 
 const char* WorkloadName(Workload w) {
@@ -190,13 +206,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "chunks") {
       ASSIGN_OR_RETURN(f.chunks, ParseIntList<int>(name, value, 1, 64));
     } else if (name == "backends") {
-      f.backends = ParseNameList(value);
-      for (const std::string& b : f.backends) {
-        if (b != "ce" && b != "sm") {
-          return absl::InvalidArgumentError(absl::StrCat("unknown backend '", b, "' (want ce, sm)"));
-        }
-      }
-      if (f.backends.empty()) return absl::InvalidArgumentError("--backends is empty");
+      ASSIGN_OR_RETURN(f.backends, ParseChoiceList(name, "backend", value, {"ce", "sm"}));
     } else if (name == "ag-plan") {
       f.ag_plan = value;
     } else if (name == "rs-plan") {
@@ -218,13 +228,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "comm-ctas") {
       ASSIGN_OR_RETURN(f.comm_ctas, ParseIntList<int>(name, value, 0, 1024));
     } else if (name == "tile-dealing") {
-      f.tile_dealing = ParseNameList(value);
-      for (const std::string& d : f.tile_dealing) {
-        if (d != "static" && d != "dynamic") {
-          return absl::InvalidArgumentError(absl::StrCat("--tile-dealing: unknown '", d, "' (want static, dynamic)"));
-        }
-      }
-      if (f.tile_dealing.empty()) return absl::InvalidArgumentError("--tile-dealing is empty");
+      ASSIGN_OR_RETURN(f.tile_dealing,
+                       ParseChoiceList(name, "tile dealing", value, {"static", "dynamic"}));
     } else if (name == "trace") {
       f.trace_dir = value;
     } else if (name == "grid-pct") {

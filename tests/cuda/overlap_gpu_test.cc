@@ -138,19 +138,23 @@ using WgmmaParam = Param;  // the same matrix, run with the Hopper kernel
 
 class WgmmaWorkloadTest : public ::testing::TestWithParam<WgmmaParam> {};
 
+// The workload with the Hopper kernel; true in `*skip` when this GPU has no sm_90 (the caller
+// skips with results[0] as the reason).
+std::vector<absl::Status> RunWgmmaWorkload(const WgmmaParam& p, WorkloadConfig c, bool* skip) {
+  c.wgmma = true;
+  std::vector<absl::Status> results = RunWorkload(p, c);
+  *skip = results[0].code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(results[0].message(), "needs sm_90");
+  return results;
+}
+
 TEST_P(WgmmaWorkloadTest, MatchesReference) {
   SYNCOPATE_REQUIRE_GPU();
-  const WgmmaParam& p = GetParam();
   WorkloadConfig c;
   c.launches = 3;
-  c.wgmma = true;
-  auto results = RunWorkload({p.workload, p.plan_template, p.world, p.dtype, p.backend, p.chunks,
-                              p.m, p.n, p.k},
-                             c);
-  if (results[0].code() == absl::StatusCode::kFailedPrecondition &&
-      absl::StrContains(results[0].message(), "needs sm_90")) {
-    GTEST_SKIP() << results[0];
-  }
+  bool skip = false;
+  auto results = RunWgmmaWorkload(GetParam(), c, &skip);
+  if (skip) GTEST_SKIP() << results[0];
   for (size_t r = 0; r < results.size(); ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
   }
@@ -190,17 +194,12 @@ TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
     WorkloadConfig c;
     c.launches = 40;
     c.check_every = 8;
-    c.wgmma = true;
     c.dynamic_tiles = true;
     c.graph = k.graph;
     const Param& p = k.p;
-    auto results = RunWorkload({p.workload, p.plan_template, p.world, p.dtype, p.backend, p.chunks,
-                                p.m, p.n, p.k},
-                               c);
-    if (results[0].code() == absl::StatusCode::kFailedPrecondition &&
-        absl::StrContains(results[0].message(), "needs sm_90")) {
-      GTEST_SKIP() << results[0];
-    }
+    bool skip = false;
+    auto results = RunWgmmaWorkload(p, c, &skip);
+    if (skip) GTEST_SKIP() << results[0];
     for (size_t r = 0; r < results.size(); ++r) {
       EXPECT_TRUE(results[r].ok()) << p.workload << " world " << p.world << " rank " << r << ": "
                                    << results[r];
