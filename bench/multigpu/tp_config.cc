@@ -127,7 +127,7 @@ communication alone, with every output checked against an fp32 reference.
   --comm-ctas LIST      SM backend: comm CTA counts for the fused rows (0: the default) [0]
   --grid-pct LIST       grid as % of the SMs a rank sees, local-gemm and fused SM rows  [100]
   --trace DIR           after each fused row, one launch's per-CTA timeline to DIR/*.csv
-  --tile-dealing LIST   static, dynamic: how the fused rows deal tiles to CTAs        [static]
+  --tile-dealing LIST   static, dynamic: how the fused rows deal tiles to CTAs       [dynamic]
   --no-check            skip the correctness checks (not for reported numbers)
   --csv PATH            results (appended; header written when the file is new) [tp_bench.csv]
   --cache-dir DIR       kernel cache shared by the ranks     [/tmp/syncopate-tp-bench-cache]

@@ -70,7 +70,8 @@ struct BenchFlags {
   // share runs faster beside concurrent ranks (CTA placement under MPS).
   std::vector<int> grid_pct = {100};
   // Tile dealing of the fused rows: "static" and/or "dynamic" (LaunchOptions::dynamic_tiles).
-  std::vector<std::string> tile_dealing = {"static"};
+  // Dynamic by default: it won every fused row it was measured on (RESULTS.md, 2026-12-05).
+  std::vector<std::string> tile_dealing = {"dynamic"};
   // Non-empty: after each fused row, one launch traced per CTA (impl/trace.cuh) into
   // <trace_dir>/<row>_rank<r>.csv (cta, smid, start_ns, end_ns, wait_ns, waits).
   std::string trace_dir;

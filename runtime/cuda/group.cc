@@ -372,6 +372,7 @@ absl::Status Group::Sync(CUstream stream) {
         (static_cast<uint64_t>(words->progress_entered) << 32) | words->progress_finished;
     if (p != last_progress) last_progress = p, last_change = now;
     if (now - last_change > stall) {
+      // No WithAbsentPeers here: a kernel that never returns may hold the queue a read needs.
       absl::Status diagnosis = Diagnose(epoch_, now - last_change);
       absl::Status unblocked = Unblock(epoch_);
       broken_ = true;
@@ -387,7 +388,10 @@ absl::Status Group::Sync(CUstream stream) {
   CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
   if (absl::Status timed_out = RecordedTimeout(); !timed_out.ok()) {
     broken_ = true;
-    return timed_out;
+    // The launch that timed out, not the last one issued (launches are pipelined: the host may
+    // be several launches ahead, which the peers cannot have entered yet).
+    const uint32_t failed = host_words().record.expected;
+    return WithAbsentPeers(timed_out, failed != 0 ? failed : epoch_);
   }
   synced_epoch_ = epoch_;
   return absl::OkStatus();
@@ -399,6 +403,33 @@ absl::Status Group::RecordedTimeout() const {
   WaitTimeoutRecord copy;
   std::memcpy(&copy, const_cast<const WaitTimeoutRecord*>(&record), sizeof(copy));
   return absl::DeadlineExceededError(DescribeTimeout(copy));
+}
+
+absl::Status Group::WithAbsentPeers(const absl::Status& timed_out, uint32_t epoch) {
+  // The wait that expired first is often not the cause: with one rank absent, the others abort
+  // and then also starve each other, and which deadline fires first is a race (seen under MPS:
+  // both survivors named each other). A peer that never announced this launch is the cause;
+  // its entered word in this rank's control block says so, whatever the waits saw.
+  const DriverApi& api = context_.api();
+  std::array<uint32_t, kMaxRanks> entered{};
+  const size_t bytes = sizeof(uint32_t) * static_cast<size_t>(world_size());
+  if (context_.MakeCurrent().ok() &&
+      api.cuMemcpyDtoHAsync(entered.data(), control_->local() + kEnteredOffset, bytes,
+                            rescue_stream_.get()) == CUDA_SUCCESS &&
+      rescue_stream_.Synchronize().ok()) {
+    std::string absent;
+    for (int q = 0; q < world_size(); ++q) {
+      if (q == rank() || !same_node(q) || static_cast<int32_t>(entered[q] - epoch) >= 0) continue;
+      absl::StrAppend(&absent, absent.empty() ? "" : "; ", "rank ", q, " had not entered launch ",
+                      epoch, " (it last entered launch ", entered[q], ")");
+    }
+    if (!absent.empty()) {
+      return absl::Status(timed_out.code(),
+                          absl::StrCat("rank ", rank(), " gave up on launch ", epoch, ": ", absent,
+                                       ". First wait to expire: ", timed_out.message()));
+    }
+  }
+  return timed_out;
 }
 
 absl::Status Group::Diagnose(uint32_t epoch, absl::Duration waited) {

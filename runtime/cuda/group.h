@@ -199,6 +199,10 @@ class Group {
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
   absl::Status RecordedTimeout() const;
+  // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
+  // from this rank's control block). Only once the launch's streams have ended: the read
+  // goes through a stream.
+  absl::Status WithAbsentPeers(const absl::Status& timed_out, uint32_t epoch);
   absl::Status Unblock(uint32_t epoch);
   HostWords& host_words() const { return *static_cast<HostWords*>(host_words_.host()); }
   CUdeviceptr HostWordDevice(size_t offset) const { return host_words_.device() + offset; }

@@ -109,8 +109,10 @@ void CheckAgainstBruteForce(const plan::Plan& plan, const KernelSpec& spec,
       EXPECT_EQ(std::set<int>(c.producer_tiles.begin(), c.producer_tiles.end()), want)
           << "transfer " << t->id;
       EXPECT_EQ(c.producers, static_cast<int>(want.size()));
+      const int64_t bytes =
+          t->src_region.NumElements() * plan::DTypeSize(plan.FindBuffer(t->src_buffer)->dtype);
       EXPECT_EQ(c.direct, !want.empty() && t->deps.empty() && t->rank == r &&
-                              guard_of.count(t->id) == 0);
+                              guard_of.count(t->id) == 0 && bytes <= kMaxDirectMoveBytes);
       for (int tile : want) want_tile_chunks[tile].insert(expected_chunks);
       ++expected_chunks;
     }
@@ -292,6 +294,35 @@ TEST(LoweringTest, ReduceScatterRingGuardsAndDirectChunks) {
   for (const RankSchedule& rs : dl->ranks) {
     EXPECT_TRUE(rs.guards.empty());
     for (const OutgoingChunk& c : rs.outgoing) EXPECT_TRUE(c.direct);
+  }
+}
+
+// A chunk above kMaxDirectMoveBytes is not moved by its last producer tile (one CTA: ~18 GB/s)
+// but by the transfer program, which splits each step over the comm CTAs.
+TEST(LoweringTest, LargeChunksGoToTheTransferProgram) {
+  // 4 ranks, 1024 x 1024 bf16: every chunk is 256 rows = 512 KiB.
+  const plan::Plan plan = ReduceScatterPlan("direct", 4, 1024, 1024, 1);
+  const KernelSpec spec = GemmSpecForReduceScatter(1024, 1024, 64, plan::DType::kBF16, 128, 128);
+  auto lw = Lower(plan, spec);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  for (const RankSchedule& rs : lw->ranks) {
+    ASSERT_FALSE(rs.outgoing.empty());
+    std::set<int> in_program;
+    for (const auto& channel : rs.program) {
+      for (const ProgramStep& step : channel) in_program.insert(step.transfer);
+    }
+    for (const OutgoingChunk& c : rs.outgoing) {
+      EXPECT_FALSE(c.direct) << "rank " << rs.rank << " transfer " << c.transfer;
+      EXPECT_EQ(in_program.count(c.transfer), 1u) << "rank " << rs.rank << " transfer " << c.transfer;
+    }
+  }
+  // The same plan at 64 x 32 (1 KiB chunks) keeps every chunk direct and the program empty.
+  const plan::Plan small = ReduceScatterPlan("direct", 4, 64, 32, 1);
+  auto sl = Lower(small, GemmSpecForReduceScatter(64, 32, 8, plan::DType::kBF16, 16, 32));
+  ASSERT_TRUE(sl.ok()) << sl.status();
+  for (const RankSchedule& rs : sl->ranks) {
+    for (const OutgoingChunk& c : rs.outgoing) EXPECT_TRUE(c.direct);
+    for (const auto& channel : rs.program) EXPECT_TRUE(channel.empty());
   }
 }
 

@@ -29,8 +29,7 @@ SYNCOPATE_DEVICE unsigned SmId() {
 class CtaTrace {
  public:
   SYNCOPATE_DEVICE explicit CtaTrace(const FusedLaunchArgs& args)
-      : rec_(args.cta_trace != nullptr && FlatThreadIdx() == 0 ? args.cta_trace + 4 * blockIdx.x
-                                                               : nullptr) {
+      : rec_(args.cta_trace != nullptr && FlatThreadIdx() == 0 ? Record(args) : nullptr) {
     if (rec_ == nullptr) return;
     rec_[0] = GlobalTimerNs();
     rec_[2] = 0;
@@ -38,6 +37,11 @@ class CtaTrace {
   }
   SYNCOPATE_DEVICE ~CtaTrace() {
     if (rec_ != nullptr) rec_[1] = GlobalTimerNs();
+  }
+  // This CTA's 4 words. syncopate_u64 is uint64_t under nvcc (unsigned long on Linux), which
+  // atomicAdd does not take: the record is addressed as unsigned long long (same width).
+  static SYNCOPATE_DEVICE unsigned long long* Record(const FusedLaunchArgs& args) {
+    return reinterpret_cast<unsigned long long*>(args.cta_trace) + 4 * blockIdx.x;
   }
   CtaTrace(const CtaTrace&) = delete;
   CtaTrace& operator=(const CtaTrace&) = delete;
@@ -49,8 +53,9 @@ class CtaTrace {
 // A tile wait of `ns` nanoseconds, from whichever thread waited (wait or wait_by_thread).
 SYNCOPATE_DEVICE void TraceWait(const FusedLaunchArgs& args, unsigned long long ns) {
   if (args.cta_trace == nullptr) return;
-  atomicAdd(args.cta_trace + 4 * blockIdx.x + 2, ns);
-  atomicAdd(args.cta_trace + 4 * blockIdx.x + 3, 1ull);
+  unsigned long long* rec = CtaTrace::Record(args);
+  atomicAdd(rec + 2, ns);
+  atomicAdd(rec + 3, 1ull);
 }
 
 }  // namespace syncopate
