@@ -54,7 +54,7 @@ in_mode() {
   CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout "${STEP_TIMEOUT:-300}" "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:InterNode*'}
+protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'}
 if [[ -z ${SKIP_FULL:-} ]]; then
   step cuda_unit_test "$bin/cuda_unit_test"
   step cuda_gpu_test "$bin/cuda_gpu_test"

@@ -181,7 +181,8 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
   ASSIGN_OR_RETURN(LaunchWaits waits,
                    BuildLaunchWaits(rank(), copy_engine ? &launch.copy_program : nullptr,
                                     launch.guarded_peers, launch.incoming_signals,
-                                    launch.pulled_by, words, kGateCapacity));
+                                    launch.pulled_by, words, kGateCapacity,
+                                    launch.proxy_epoch_words));
   launch.launch_waits = nullptr;
   if (!waits.ops.empty()) {
     const DriverApi& api = context_.api();

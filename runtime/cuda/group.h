@@ -114,6 +114,10 @@ struct KernelLaunch {
   // them arrived, so the collective's postcondition holds after Sync() (a producer kernel such
   // as GEMM+ReduceScatter never waits for what peers reduce into it).
   std::vector<IncomingSignal> incoming_signals;
+  // Host-mapped words (device addresses) the kernel's tail waits to reach the epoch: the
+  // inter-node proxy's "outgoing chunks copied out" word (InterNodeKernel). Not a stream wait,
+  // which would queue the proxy's own copies behind it on a shared hardware queue.
+  std::vector<uint64_t> proxy_epoch_words;
   // Set by Group::PrepareWaits from the fields above (launch_waits.h).
   std::shared_ptr<const DeviceBuffer> launch_waits;  // LaunchWaitOp[num_launch_waits]
   unsigned num_launch_waits = 0;

@@ -1,6 +1,8 @@
 // Launches of a fused kernel spanning nodes; see inter_node_kernel.h.
 #include "runtime/cuda/inter_node_kernel.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -38,11 +40,9 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
                    ucx::PlanExecutor::Create(plan, me, group.nodes(), k->transport_.get(), eo,
                                              k->device_->host_buffers()));
   ASSIGN_OR_RETURN(k->launch_start_, Event::Create(group.api()));
-  ASSIGN_OR_RETURN(k->epoch_done_, DeviceBuffer::Allocate(group.api(), sizeof(uint32_t)));
-  ASSIGN_OR_RETURN(k->signal_stream_, Stream::Create(group.api()));
-  CU_RETURN_IF_ERROR(group.api().cuMemsetD32Async(k->epoch_done_.get(), group.epoch(), 1,
-                                                  k->signal_stream_.get()));
-  RETURN_IF_ERROR(k->signal_stream_.Synchronize());
+  ASSIGN_OR_RETURN(k->epoch_done_, PinnedHostBuffer::Allocate(group.api(), sizeof(uint32_t)));
+  k->StoreEpochDone(group.epoch());
+  bound.AddProxyEpochWord(k->epoch_done_.device());
   RETURN_IF_ERROR(k->transport_->Connect(bootstrap, absl::Now() + options.connect_timeout));
   return k;
 }
@@ -78,23 +78,20 @@ absl::Status InterNodeKernel::Launch(CUstream stream, const LaunchOptions& optio
   RETURN_IF_ERROR(runtime_.Launch(bound_, stream, options));
   const uint64_t epoch = group.epoch();
   proxy_status_ = absl::OkStatus();
-  CU_RETURN_IF_ERROR(group.api().cuStreamWaitValue32(stream, epoch_done_.get(),
-                                                     static_cast<uint32_t>(epoch),
-                                                     CU_STREAM_WAIT_VALUE_GEQ));
   proxy_ = std::thread([this, epoch] {
     proxy_status_ = executor_->Execute(epoch);
-    // Also after a failure: the launch stream must never stay blocked on this word.
-    Group& g = runtime_.group();
-    absl::Status released = g.context().MakeCurrent();
-    if (released.ok()) {
-      CUresult r = g.api().cuStreamWriteValue32(signal_stream_.get(), epoch_done_.get(),
-                                                static_cast<uint32_t>(epoch),
-                                                CU_STREAM_WRITE_VALUE_DEFAULT);
-      if (r != CUDA_SUCCESS) released = CuError(r, "cuStreamWriteValue32(epoch done)", __FILE__, __LINE__);
-    }
-    if (!released.ok() && proxy_status_.ok()) proxy_status_ = released;
+    // Also after a failure: the kernel's tail must not wait out its deadline for this word
+    // (the failure itself reaches the caller through Sync).
+    StoreEpochDone(static_cast<uint32_t>(epoch));
   });
   return absl::OkStatus();
+}
+
+void InterNodeKernel::StoreEpochDone(uint32_t epoch) {
+  // A release store to pinned host memory, read by the kernel with a system-scope acquire: the
+  // proxy's device -> host copies completed (their events were awaited) before it.
+  std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(epoch_done_.host()))
+      .store(epoch, std::memory_order_release);
 }
 
 absl::Status InterNodeKernel::Sync(CUstream stream) {

@@ -15,11 +15,21 @@
 //
 // Per launch e: the previous epoch's proxy work is joined, the group launches e on the stream,
 // and a proxy thread runs the executor's epoch e (sends: fetch from the device once the kernel
-// published the chunk, put with signal; receives: deliver to the device). The stream then waits
-// for a word the proxy thread writes when epoch e ends (also when it fails), so whatever the
-// caller queues after the launch (refilling inputs, the next kernel) cannot overwrite a source
-// before the proxy copied it out. Sync() waits for both and reports the proxy's error first (it
-// names the remote peer; the kernel's own timeout would only name the chunk that never came).
+// published the chunk, put with signal; receives: deliver to the device). The kernel's tail
+// waits (bounded, BoundKernel::AddProxyEpochWord) for a host-mapped word the proxy thread stores
+// with the CPU when epoch e ends (also when it fails), so the launch ends on its stream only
+// after every inter-node source was copied out: whatever the caller queues after it (refilling
+// inputs, the next kernel) cannot overwrite a source the proxy still reads, and every incoming
+// chunk landed (the tail's incoming signals). No stream waits for the proxy: the proxy's copies
+// are stream work submitted after the launch, and with one hardware queue per process
+// (CUDA_DEVICE_MAX_CONNECTIONS=1, or under MPS) a stream wait on their outcome sat in front of
+// them in that queue and deadlocked (seen on the H100: InterNodeFaultTest ran past 200 s).
+// Sync() waits for both and reports the proxy's error first (it names the remote peer; the
+// kernel's own timeout would only name the chunk that never came).
+// Still open with one hardware queue: on the copy-engine backend, a step that forwards a chunk
+// received from another node has its side stream wait on a gate the kernel releases only after
+// the proxy's delivery (host -> device copy + signal write, stream work submitted later), which
+// then queues behind that wait: the launch times out (bounded, named). Use the SM backend there.
 // A failed epoch breaks the kernel: later launches fail with FailedPrecondition, as the group's.
 //
 // Deadlines: LaunchOptions::timeout bounds the kernel's waits, InterNodeOptions::
@@ -74,6 +84,7 @@ class InterNodeKernel {
   InterNodeKernel(OverlapRuntime& runtime, BoundKernel& bound)
       : runtime_(runtime), bound_(bound) {}
   absl::Status JoinProxy();
+  void StoreEpochDone(uint32_t epoch);
 
   OverlapRuntime& runtime_;
   BoundKernel& bound_;
@@ -83,8 +94,9 @@ class InterNodeKernel {
   std::unique_ptr<ProxyDeviceSide> device_;
   std::unique_ptr<ucx::PlanExecutor> executor_;
   Event launch_start_;  // recorded on the launch stream right before each launch
-  DeviceBuffer epoch_done_;  // u32: the last proxy epoch that ended; the launch stream waits on it
-  Stream signal_stream_;     // writes epoch_done_ (never blocked)
+  // u32, host-mapped: the last proxy epoch that ended; stored by the proxy thread, waited for by
+  // the kernel's tail.
+  PinnedHostBuffer epoch_done_;
   bool broken_ = false;
   std::thread proxy_;
   absl::Status proxy_status_;

@@ -26,7 +26,8 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
                                              const std::vector<int>& guarded_peers,
                                              const std::vector<IncomingSignal>& incoming,
                                              const std::vector<int>& pulled_by,
-                                             const ProtocolWords& words, int gate_capacity) {
+                                             const ProtocolWords& words, int gate_capacity,
+                                             const std::vector<uint64_t>& proxy_epoch_words) {
   LaunchWaits out;
   if (program != nullptr) {
     out.step_gate.assign(program->steps.size(), -1);
@@ -75,6 +76,9 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
     if (q == rank) continue;
     out.ops.push_back(Op(words.drained(q), kTailWait, -1, q, -1, -1, WordKind::kDrained));
   }
+  for (uint64_t word : proxy_epoch_words) {
+    out.ops.push_back(Op(word, kTailWait, -1, rank, -1, -1, WordKind::kProxyEpoch));
+  }
   out.control_cta = program != nullptr && !out.ops.empty();
   return out;
 }
@@ -105,6 +109,9 @@ std::string DescribeTimeout(const WaitTimeoutRecord& r) {
     case WordKind::kChunkReady:
       what = absl::StrCat("its own kernel to produce outgoing chunk ", r.signal, " (transfer ",
                           r.chunk, ")");
+      break;
+    case WordKind::kProxyEpoch:
+      what = "its inter-node proxy to copy out this launch's chunks for other nodes";
       break;
     case WordKind::kSignal:
       what = r.peer >= 0 ? absl::StrCat("signal ", r.signal, " (transfer ", r.chunk,

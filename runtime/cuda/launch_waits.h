@@ -41,7 +41,11 @@ struct ProtocolWords {
   std::function<uint64_t(int index)> chunk_ready;        // this rank's chunk_ready[index]
 };
 
-enum class WordKind : int32_t { kSignal = 0, kEntered = 1, kDrained = 2, kChunkReady = 3 };
+// kProxyEpoch: a host-mapped word this rank's inter-node proxy sets to the epoch once it has
+// copied out every outgoing chunk of that launch (InterNodeKernel).
+enum class WordKind : int32_t {
+  kSignal = 0, kEntered = 1, kDrained = 2, kChunkReady = 3, kProxyEpoch = 4
+};
 
 struct LaunchWaits {
   std::vector<LaunchWaitOp> ops;
@@ -50,13 +54,15 @@ struct LaunchWaits {
   bool control_cta = false;    // a copy-engine launch with gates or tails
 };
 
-// `program` is null for SM / direct launches. InvalidArgument when the gates exceed
-// `gate_capacity` (the host-mapped gate words).
+// `program` is null for SM / direct launches. `proxy_epoch_words`: device addresses of
+// host-mapped words the kernel's tail also waits for (WordKind::kProxyEpoch). InvalidArgument
+// when the gates exceed `gate_capacity` (the host-mapped gate words).
 absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* program,
                                              const std::vector<int>& guarded_peers,
                                              const std::vector<IncomingSignal>& incoming,
                                              const std::vector<int>& pulled_by,
-                                             const ProtocolWords& words, int gate_capacity);
+                                             const ProtocolWords& words, int gate_capacity,
+                                             const std::vector<uint64_t>& proxy_epoch_words = {});
 
 // The message for a timed-out wait the kernel recorded.
 std::string DescribeTimeout(const WaitTimeoutRecord& record);

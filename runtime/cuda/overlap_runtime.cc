@@ -284,6 +284,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
     };
     ASSIGN_OR_RETURN(l.copy_program, BuildCopyProgram(plan, me, address, ready, group_->nodes()));
   }
+  l.proxy_epoch_words = bound.proxy_epoch_words_;
   RETURN_IF_ERROR(group_->PrepareWaits(l));
   // Every CTA that waits must be resident with the ones it waits for: comm and control CTAs
   // always, compute CTAs up to what fits beside them and the slots the driver's copies need

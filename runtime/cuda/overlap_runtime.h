@@ -114,6 +114,13 @@ class BoundKernel {
   const std::map<std::string, std::vector<CUdeviceptr>>& buffer_addresses() const {
     return slot_addresses_;
   }
+  // Every later launch ends only once the host-mapped word at `device_address` reached its
+  // epoch (a bounded tail wait in the kernel, WordKind::kProxyEpoch). InterNodeKernel's proxy
+  // sets it after copying out the launch's inter-node chunks. Drops launches prepared before.
+  void AddProxyEpochWord(CUdeviceptr device_address) {
+    proxy_epoch_words_.push_back(device_address);
+    launches_.clear();
+  }
 
  private:
   friend class OverlapRuntime;
@@ -122,6 +129,7 @@ class BoundKernel {
   std::array<void*, kMaxOperands> local_operands_{};  // spec operands, for the local kernel
   DeviceBuffer peer_table_;
   std::map<std::string, std::vector<CUdeviceptr>> slot_addresses_;  // buffer -> per rank
+  std::vector<uint64_t> proxy_epoch_words_;
   // (backend, comm ctas, compute ctas option) -> launch
   std::map<std::tuple<int, int, int, int>, KernelLaunch> launches_;
 };

@@ -134,6 +134,27 @@ TEST(LaunchWaitsTest, CopyEngineLaunchWithOnlyTailsStillGetsAControlCta) {
   EXPECT_EQ(w->ops[0].kind, kTailWait);
 }
 
+// The inter-node proxy's "chunks copied out" word is a tail of the kernel on both backends, at
+// the address given, never a gate or a guard (no stream may wait for the proxy: its own copies
+// would queue behind that wait on a shared hardware queue).
+TEST(LaunchWaitsTest, ProxyEpochWordsAreTailsOnBothBackends) {
+  const uint64_t proxy_word = 0xc000040ull;
+  CopyProgram empty;
+  const CopyProgram* programs[] = {nullptr, &empty};
+  for (const CopyProgram* program : programs) {
+    absl::StatusOr<LaunchWaits> w =
+        BuildLaunchWaits(3, program, {}, {{0, 1, 4}}, {}, Words(), 4096, {proxy_word});
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_EQ(w->ops.size(), 2u);
+    const LaunchWaitOp& op = w->ops[1];
+    EXPECT_EQ(Addr(op), proxy_word);
+    EXPECT_EQ(op.kind, kTailWait);
+    EXPECT_EQ(op.word_kind, static_cast<int>(WordKind::kProxyEpoch));
+    EXPECT_EQ(op.peer, 3);
+    EXPECT_EQ(w->control_cta, program != nullptr);
+  }
+}
+
 TEST(LaunchWaitsTest, TooManyGatesAreRefusedNamingTheCapacity) {
   const plan::Plan p = Template("allgather.push", 4, 8);
   absl::StatusOr<CopyProgram> prog = BuildCopyProgram(p, 0, FakeBuffers());
@@ -164,6 +185,10 @@ TEST(LaunchWaitsTest, TimeoutRecordsNameTheWordAndThePeer) {
               HasSubstr("signal 4 (transfer 12) from rank 1 before the launch may end"));
   r.what = (kTailWait + 1) | (static_cast<int>(WordKind::kDrained) << 4);
   EXPECT_THAT(DescribeTimeout(r), HasSubstr("rank 1 to finish pulling from rank 2"));
+  r.what = (kTailWait + 1) | (static_cast<int>(WordKind::kProxyEpoch) << 4);
+  EXPECT_THAT(DescribeTimeout(r), HasSubstr("rank 2 waited 2000 ms for its inter-node proxy to copy "
+                                            "out this launch's chunks for other nodes before the "
+                                            "launch may end"));
   r.what = 0;
   r.tile = 5;
   EXPECT_THAT(DescribeTimeout(r), HasSubstr("from rank 1: expected epoch 7, saw 6 (tile 5"));

@@ -70,14 +70,15 @@ struct WaitTimeoutRecord {
 // One launch wait (see the protocol above); built by the host per prepared launch.
 enum LaunchWaitKind : syncopate_i32 { kGuardWait = 0, kGateWait = 1, kTailWait = 2 };
 struct LaunchWaitOp {
-  const syncopate_u32* word;  // device address (this rank's control block or a peer's mapping)
+  const syncopate_u32* word;  // device address (this rank's control block, a peer's mapping,
+                              // or a host-mapped word this rank's host writes)
   syncopate_i32 kind;         // LaunchWaitKind
   syncopate_i32 gate;         // kGateWait: gate word to release; ops of one gate are adjacent
   syncopate_i32 peer;         // the rank expected to write `word` (diagnosis)
   syncopate_i32 index;        // signal index, chunk_ready index or -1 (diagnosis)
   syncopate_i32 transfer;     // plan transfer the wait serves, or -1 (diagnosis)
   syncopate_i32 word_kind;    // what `word` is, for the message: 0 signal, 1 entered,
-                              // 2 drained, 3 chunk_ready
+                              // 2 drained, 3 chunk_ready, 4 the host's inter-node proxy epoch
 };
 constexpr int kHostAbortPollSpins = 64;
 // Arrival counters of transfer-program steps split over several comm CTAs
