@@ -10,8 +10,7 @@
 
 #include "runtime/plan/plan.h"
 #include "runtime/plan_io/plan_proto.h"
-#include "server/daemon.h"
-#include "server/logging.h"
+#include "server/embedded.h"
 #include "syncopate/v1/service.grpc.pb.h"
 
 namespace syncopate {
@@ -20,7 +19,7 @@ struct Client::Impl {
   ClientOptions options;
   std::string token;
   bool remote = false;  // TCP target: send the token
-  std::shared_ptr<server::Daemon> embedded;  // kept alive as long as any Client copy
+  std::shared_ptr<server::EmbeddedDaemon> embedded;  // kept alive as long as any Client copy
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Rendezvous::Stub> rendezvous;
   std::unique_ptr<v1::Compiler::Stub> compiler;
@@ -140,26 +139,21 @@ Result<Client> Client::Connect(const std::string& target, const ClientOptions& o
 }
 
 Result<Client> Client::Embedded(const EmbeddedOptions& options) {
-  server::DaemonConfig config;
-  config.node_name = options.node_name;
-  config.unix_socket = "";
-  config.listen = "";
-  config.cache_dir = options.cache_dir;
-  config.compile_threads = options.compile_threads;
-  config.max_wait_ms = options.max_wait_ms;
-  if (!options.log_level.empty()) {
-    if (absl::Status s = server::SetLogLevel(options.log_level); !s.ok()) {
-      return Status(StatusCode::kInvalidArgument, std::string(s.message()));
-    }
-  }
-  absl::StatusOr<std::unique_ptr<server::Daemon>> daemon = server::Daemon::Start(config);
+  server::EmbeddedDaemonOptions eo;
+  eo.node_name = options.node_name;
+  eo.cache_dir = options.cache_dir;
+  eo.compile_threads = options.compile_threads;
+  eo.max_wait_ms = options.max_wait_ms;
+  eo.log_level = options.log_level;
+  absl::StatusOr<std::shared_ptr<server::EmbeddedDaemon>> daemon =
+      server::EmbeddedDaemon::Start(eo);
   if (!daemon.ok()) {
     return Status(static_cast<StatusCode>(daemon.status().code()),
                   std::string(daemon.status().message()));
   }
   auto impl = std::make_shared<Impl>();
-  impl->embedded = std::move(*daemon);
-  impl->channel = impl->embedded->InProcessChannel(ChannelArgs(impl->options));
+  impl->embedded = *std::move(daemon);
+  impl->channel = impl->embedded->Channel(ChannelArgs(impl->options));
   impl->rendezvous = v1::Rendezvous::NewStub(impl->channel);
   impl->compiler = v1::Compiler::NewStub(impl->channel);
   impl->daemon = v1::Daemon::NewStub(impl->channel);

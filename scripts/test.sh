@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# Fails at once on an include that crosses the layers the wrong way (also a ctest).
+python3 scripts/check_layering.py
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(scripts/jobs.sh)"
 ctest --test-dir build --output-on-failure -j"$(scripts/jobs.sh)" "$@"
