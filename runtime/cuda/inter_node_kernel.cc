@@ -42,8 +42,10 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
   ASSIGN_OR_RETURN(k->launch_start_, Event::Create(group.api()));
   ASSIGN_OR_RETURN(k->epoch_done_, PinnedHostBuffer::Allocate(group.api(), sizeof(uint32_t)));
   k->StoreEpochDone(group.epoch());
-  bound.AddProxyEpochWord(k->epoch_done_.device());
   RETURN_IF_ERROR(k->transport_->Connect(bootstrap, absl::Now() + options.connect_timeout));
+  // Only now: a kernel that failed to be created must leave no word in `bound`'s launches.
+  bound.AddProxyEpochWord(k->epoch_done_.device());
+  k->waits_registered_ = true;
   return k;
 }
 
@@ -107,6 +109,11 @@ absl::Status InterNodeKernel::Sync(CUstream stream) {
 absl::Status InterNodeKernel::Shutdown() {
   (void)JoinProxy();  // a failed epoch was reported by Sync
   proxy_status_ = absl::OkStatus();
+  if (waits_registered_) {
+    // Later launches of `bound` (directly through the runtime) must not wait for this word.
+    bound_.RemoveProxyEpochWord(epoch_done_.device());
+    waits_registered_ = false;
+  }
   executor_.reset();
   // Freeing the pinned buffers needs the context current on this thread.
   if (device_ != nullptr) (void)runtime_.group().context().MakeCurrent();

@@ -97,6 +97,7 @@ class InterNodeKernel {
   // u32, host-mapped: the last proxy epoch that ended; stored by the proxy thread, waited for by
   // the kernel's tail.
   PinnedHostBuffer epoch_done_;
+  bool waits_registered_ = false;  // epoch_done_ is among bound_'s proxy epoch words
   bool broken_ = false;
   std::thread proxy_;
   absl::Status proxy_status_;

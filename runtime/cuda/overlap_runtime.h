@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -119,6 +120,10 @@ class BoundKernel {
   // sets it after copying out the launch's inter-node chunks. Drops launches prepared before.
   void AddProxyEpochWord(CUdeviceptr device_address) {
     proxy_epoch_words_.push_back(device_address);
+    launches_.clear();
+  }
+  void RemoveProxyEpochWord(CUdeviceptr device_address) {
+    std::erase(proxy_epoch_words_, device_address);
     launches_.clear();
   }
 
