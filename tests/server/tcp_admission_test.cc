@@ -107,11 +107,14 @@ TEST_F(TcpAdmission, UnauthenticatedMaxSizeRequestsCostNoMemory) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(unauthenticated.load(), 100);
-  const int64_t after = SettledRss(2 * idle);
+  // Up to 3x idle: with the 2-core build machine loaded by a parallel ctest, gRPC's transport
+  // buffers stayed at 99-104 MB (idle 47) for the whole settling time (seen 2026-12-05), where
+  // an idle machine settles at 64-78 MB. The defect this guards kept over 1 GB.
+  const int64_t after = SettledRss(3 * idle);
   std::printf("rss idle=%lld MB, peak during 100 rejected TCP requests=%lld MB, after=%lld MB\n",
               static_cast<long long>(idle >> 20), static_cast<long long>(peak.load() >> 20),
               static_cast<long long>(after >> 20));
-  EXPECT_LE(after, 2 * idle);
+  EXPECT_LE(after, 3 * idle);
   // Parsing them (the defect) took RSS past 1 GB; unparsed, only transport buffers remain.
   EXPECT_LE(peak.load(), 4 * idle) << "unauthenticated requests' messages were read and parsed";
 }
