@@ -62,17 +62,28 @@ fi
 for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
   step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"
 done
-# Fused AllGather+GEMM with the ranks as MPS clients, static against dynamic tile dealing, with
-# a per-CTA trace of each fused row (bench/multigpu/trace_summary.py reads $out/tp-trace).
+# Fused AllGather+GEMM and GEMM+ReduceScatter with the ranks as MPS clients, static against
+# dynamic tile dealing, with a per-CTA trace of each fused row (bench/multigpu/trace_summary.py
+# reads $out/tp-trace); PyTorch on the same shapes in the same MPS session where torch is
+# installed; both as concurrent_tp.csv rows in $out/concurrent_rows.csv.
 tp_mps() {
   mps_start || { echo "   MPS did not start"; return 1; }
   mkdir -p "$out/tp-trace"
   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 timeout "${STEP_TIMEOUT:-300}" "$bin/syncopate_tp_bench" \
-    --gpus 1 --ranks-per-gpu 2 --tp 2 --workloads ag,rs --models llama3.1-8b --tokens 8192,2048 \
-    --chunks 1,2 --backends sm --tile-dealing static,dynamic --reps 10 --warmup 3 \
-    --csv "$out/tp.csv" --cache-dir "$out/tp-cache" --trace "$out/tp-trace"
+    --gpus 1 --ranks-per-gpu 2 --tp 2 --workloads ag,rs --models llama3.1-8b \
+    --tokens 8192,2048,128 --chunks 1,2 --backends sm --tile-dealing static,dynamic --reps 10 \
+    --warmup 3 --csv "$out/tp.csv" --cache-dir "$out/tp-cache" --trace "$out/tp-trace"
   local rc=$?
+  local torch_csv=""
+  if [[ -f $bin/torch_mps_baseline.py ]] && python3 -c 'import torch' 2>/dev/null; then
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 timeout "${STEP_TIMEOUT:-300}" python3 \
+      "$bin/torch_mps_baseline.py" --world 2 --m 8192 --n 14336 --k 4096 --out "$out/torch.csv" \
+      && torch_csv=$out/torch.csv
+  fi
   mps_stop
+  python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
+    --note "$(head -c 60 "$out/gpu.txt"), MPS 50% x2" "$out/tp.csv" $torch_csv \
+    > "$out/concurrent_rows.csv" || rc=1
   return $rc
 }
 if [[ -z ${SKIP_BENCH:-} ]]; then

@@ -16,3 +16,9 @@ rm -rf .device/bin
   "$build/runtime/cuda/staged_ucx_bench" "$build/server/syncopated" \
   "$build/server/control_plane_bench" "$build/client/cli/syncopate" \
   "$build/bench/multigpu/syncopate_tp_bench" "$build/runtime/cuda/inter_node_bench"
+# PyTorch's figures on the same setup, for gpu-checks.sh's same-call reference (../shared does not
+# travel to the GPU machine), and the script that turns both CSVs into concurrent_tp.csv rows.
+if [[ -f ../shared/tools/torch_mps_baseline.py ]]; then
+  cp ../shared/tools/torch_mps_baseline.py .device/bin/
+fi
+cp bench/multigpu/concurrent_rows.py .device/bin/
