@@ -44,7 +44,11 @@ struct ProtocolWords {
 // kProxyEpoch: a host-mapped word this rank's inter-node proxy sets to the epoch once it has
 // copied out every outgoing chunk of that launch (InterNodeKernel).
 enum class WordKind : int32_t {
-  kSignal = 0, kEntered = 1, kDrained = 2, kChunkReady = 3, kProxyEpoch = 4
+  kSignal = 0,
+  kEntered = 1,
+  kDrained = 2,
+  kChunkReady = 3,
+  kProxyEpoch = 4,
 };
 
 struct LaunchWaits {
