@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
-CUDA = re.compile(r'^(cuda|cuda_runtime|cuda_runtime_api|nvrtc|cublas[^/]*)\.h$')
+CUDA = re.compile(r'^(cuda[a-z0-9_]*\.h|nvrtc\.h|cublas[^/]*\.h|cuda/.*)$')
 GRPC = re.compile(r'^grpc(pp)?/')
 SOURCE_EXT = (".h", ".cc", ".cuh", ".cu", ".hpp", ".cpp")
 
