@@ -314,11 +314,10 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
       }
       // Guards are decided for every destination rank only after this loop; `direct` is
       // finalised in pass 2.
-      const plan::BufferSpec* src = plan.FindBuffer(t->src_buffer);  // validated: present
-      const int64_t bytes =
-          src == nullptr ? 0 : t->src_region.NumElements() * plan::DTypeSize(src->dtype);
-      c.direct = c.producers > 0 && t->deps.empty() && t->rank == r &&
-                 !out.transfers[t->id].inter_node && bytes <= kMaxDirectMoveBytes;
+      const LoweredTransfer& lt = out.transfers[t->id];
+      const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
+      c.direct = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node &&
+                 bytes <= kMaxDirectMoveBytes;
       rs.outgoing.push_back(std::move(c));
     }
     for (size_t c = 0; c < rs.outgoing.size(); ++c) {
