@@ -1,6 +1,6 @@
-// Conversion between absl::Status (used everywhere inside the daemon) and grpc::Status (only at
-// the RPC boundary). The numeric codes are the same canonical codes, so the mapping is 1:1.
-// Thread-safety: stateless functions.
+// Conversion of absl::Status (used everywhere inside the daemon) to grpc::Status (only at the RPC
+// boundary). The numeric codes are the same canonical codes, so the mapping is 1:1.
+// Thread-safety: a stateless function.
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -12,11 +12,6 @@ namespace syncopate::server {
 inline grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-inline absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace syncopate::server

@@ -32,10 +32,11 @@ using cuda::Backend;
 using cuda::DeviceBuffer;
 
 constexpr int64_t kEs = 2;  // bf16
-// Tolerances as in runtime/cuda/workloads/workloads.cc: bf16 output rounding is 2^-8 relative; partial sums
-// rounded to bf16 before a reduction (RS / AR) get twice the relative and 4x the absolute slack.
-constexpr double kRtol = 1e-2, kAtol = 2e-3;
-constexpr double kReduceRtol = 2e-2, kReduceAtol = 8e-3;
+// The correctness tolerances, shared with the workloads' checks (test_kernels.h).
+using workloads::kAtol;
+using workloads::kReduceAtol;
+using workloads::kReduceRtol;
+using workloads::kRtol;
 
 // What one rank measured for one configuration; travels between ranks as text.
 struct Measurement {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -126,11 +127,8 @@ absl::Status RecvAll(int fd, void* data, size_t len, std::vector<ScopedFd>* fds,
         size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
         for (size_t i = 0; i < count; ++i) {
-          if (fds) {
-            fds->emplace_back(in[i]);
-          } else {
-            ::close(in[i]);
-          }
+          ScopedFd owned(in[i]);  // closed here unless the caller wants it
+          if (fds) fds->push_back(std::move(owned));
         }
       }
     }

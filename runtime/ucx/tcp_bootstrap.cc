@@ -132,49 +132,49 @@ absl::StatusOr<std::unique_ptr<TcpBootstrapHub>> TcpBootstrapHub::Start(int worl
   if (world_size < 1) return absl::InvalidArgumentError("bootstrap hub: world_size < 1");
   ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(absl::StrCat(host, ":1")));
   sa.sin_port = 0;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(Errno("bootstrap hub socket"));
+  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::InternalError(Errno("bootstrap hub socket"));
   int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   socklen_t len = sizeof sa;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 256) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    std::string err = Errno(absl::StrCat("bootstrap hub bind/listen on ", host));
-    ::close(fd);
-    return absl::UnavailableError(err);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(fd.get(), 256) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return absl::UnavailableError(Errno(absl::StrCat("bootstrap hub bind/listen on ", host)));
   }
   int wake[2];
   if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-    ::close(fd);
     return absl::InternalError(Errno("bootstrap hub pipe"));
   }
+  ScopedFd wake_read(wake[0]), wake_write(wake[1]);
   std::string address = absl::StrCat(host, ":", ntohs(sa.sin_port));
-  std::unique_ptr<TcpBootstrapHub> hub(
-      new TcpBootstrapHub(world_size, fd, wake[0], wake[1], std::move(address)));
+  std::unique_ptr<TcpBootstrapHub> hub(new TcpBootstrapHub(
+      world_size, std::move(fd), std::move(wake_read), std::move(wake_write), std::move(address)));
   hub->thread_ = std::thread([h = hub.get()] { h->Serve(); });
   return hub;
 }
 
-TcpBootstrapHub::TcpBootstrapHub(int world_size, int listen_fd, int wake_read, int wake_write,
-                                 std::string address)
+TcpBootstrapHub::TcpBootstrapHub(int world_size, ScopedFd listen_fd, ScopedFd wake_read,
+                                 ScopedFd wake_write, std::string address)
     : world_size_(world_size),
-      listen_fd_(listen_fd),
-      wake_read_(wake_read),
-      wake_write_(wake_write),
+      listen_fd_(std::move(listen_fd)),
+      wake_read_(std::move(wake_read)),
+      wake_write_(std::move(wake_write)),
       address_(std::move(address)) {}
 
 TcpBootstrapHub::~TcpBootstrapHub() {
   char c = 0;
-  if (::write(wake_write_, &c, 1) < 0) spdlog::warn("{}", Errno("bootstrap hub wake"));
+  if (::write(wake_write_.get(), &c, 1) < 0) spdlog::warn("{}", Errno("bootstrap hub wake"));
   if (thread_.joinable()) thread_.join();
-  ::close(listen_fd_);
-  ::close(wake_read_);
-  ::close(wake_write_);
+  // Serve polls these until the join; close them after it, in this order.
+  listen_fd_.Reset();
+  wake_read_.Reset();
+  wake_write_.Reset();
 }
 
 void TcpBootstrapHub::Serve() {
   struct Conn {
-    int fd;
+    ScopedFd fd;
     int rank = -1;
     std::string in;
   };
@@ -186,7 +186,7 @@ void TcpBootstrapHub::Serve() {
   const absl::Duration kSendTimeout = absl::Seconds(10);
 
   auto send_to = [&](Conn& c, FrameType type, absl::string_view payload) {
-    absl::Status s = SendAll(c.fd, EncodeFrame(type, payload), absl::Now() + kSendTimeout);
+    absl::Status s = SendAll(c.fd.get(), EncodeFrame(type, payload), absl::Now() + kSendTimeout);
     if (!s.ok()) spdlog::warn("bootstrap hub -> rank {}: {}", c.rank, s.ToString());
   };
   auto fail_group = [&](const std::string& why) {
@@ -199,9 +199,9 @@ void TcpBootstrapHub::Serve() {
 
   while (true) {
     std::vector<pollfd> fds;
-    fds.push_back({wake_read_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
-    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    fds.push_back({listen_fd_.get(), POLLIN, 0});
+    for (const Conn& c : conns) fds.push_back({c.fd.get(), POLLIN, 0});
     int timeout_ms = -1;
     if (!round.empty() && round_deadline_ms != INT64_MAX) {
       timeout_ms = static_cast<int>(std::clamp<int64_t>(
@@ -230,11 +230,11 @@ void TcpBootstrapHub::Serve() {
       round_deadline_ms = INT64_MAX;
     }
     if (fds[1].revents & POLLIN) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) {
+      ScopedFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (fd.valid()) {
         int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conns.push_back(Conn{fd});
+        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conns.push_back(Conn{std::move(fd)});
       }
     }
     std::vector<size_t> dead;
@@ -242,7 +242,7 @@ void TcpBootstrapHub::Serve() {
       if (fds[i + 2].revents == 0) continue;
       Conn& c = conns[i];
       char buf[65536];
-      ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+      ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         dead.push_back(i);
         continue;
@@ -301,14 +301,14 @@ void TcpBootstrapHub::Serve() {
     for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
       Conn c = std::move(conns[*it]);
       conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
-      ::close(c.fd);
+      c.fd.Reset();
       if (c.rank >= 0 && !broken.has_value()) {
         fail_group(absl::StrCat("rank ", c.rank, " left the bootstrap group (connection to hub ",
                                 address_, " closed)"));
       }
     }
   }
-  for (Conn& c : conns) ::close(c.fd);
+  for (Conn& c : conns) c.fd.Reset();
 }
 
 // ---- Client ----
@@ -322,25 +322,25 @@ absl::StatusOr<std::unique_ptr<TcpBootstrap>> TcpBootstrap::Connect(absl::string
   }
   ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(hub_address));
   while (true) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return absl::InternalError(Errno("bootstrap socket"));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+    ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return absl::InternalError(Errno("bootstrap socket"));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
       int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::unique_ptr<TcpBootstrap> out(new TcpBootstrap(fd, rank, world_size));
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::unique_ptr<TcpBootstrap> out(new TcpBootstrap(std::move(fd), rank, world_size));
       WireWriter w;
       w.U64(rank);
-      RETURN_IF_ERROR(SendAll(fd, EncodeFrame(kHello, w.Take()), deadline));
+      RETURN_IF_ERROR(SendAll(out->fd_.get(), EncodeFrame(kHello, w.Take()), deadline));
       return out;
     }
     std::string err = Errno(absl::StrCat("bootstrap connect to ", hub_address));
-    ::close(fd);
+    fd.Reset();  // before the retry's sleep
     if (absl::Now() > deadline) return absl::DeadlineExceededError(err);
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
 
-TcpBootstrap::~TcpBootstrap() { ::close(fd_); }
+TcpBootstrap::~TcpBootstrap() = default;  // fd_ closes the connection
 
 absl::StatusOr<std::vector<std::string>> TcpBootstrap::AllGather(absl::string_view mine,
                                                                  absl::Time deadline) {
@@ -354,10 +354,10 @@ absl::StatusOr<std::vector<std::string>> TcpBootstrap::AllGather(absl::string_vi
   w.U64(static_cast<uint64_t>(
       std::min<int64_t>(absl::ToUnixMillis(deadline), int64_t{1} << 62)));
   w.Bytes(mine);
-  absl::Status s = SendAll(fd_, EncodeFrame(kData, w.Take()), deadline);
+  absl::Status s = SendAll(fd_.get(), EncodeFrame(kData, w.Take()), deadline);
   if (!s.ok()) return fail(s);
   // The hub answers at `deadline` naming the missing ranks; allow that answer time to arrive.
-  absl::StatusOr<Frame> frame = RecvFrame(fd_, deadline + absl::Seconds(1));
+  absl::StatusOr<Frame> frame = RecvFrame(fd_.get(), deadline + absl::Seconds(1));
   if (!frame.ok()) return fail(frame.status());
   if (frame->type == kError) return fail(absl::UnavailableError(frame->payload));
   if (frame->type != kResult) {

@@ -11,10 +11,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "runtime/base/scoped_fd.h"
 #include "runtime/ucx/bootstrap.h"
 
 namespace syncopate::ucx {
@@ -31,14 +33,14 @@ class TcpBootstrapHub {
   std::string address() const { return address_; }  // "host:port", for TcpBootstrap::Connect
 
  private:
-  TcpBootstrapHub(int world_size, int listen_fd, int wake_read, int wake_write,
+  TcpBootstrapHub(int world_size, ScopedFd listen_fd, ScopedFd wake_read, ScopedFd wake_write,
                   std::string address);
   void Serve();
 
   const int world_size_;
-  const int listen_fd_;
-  const int wake_read_;
-  const int wake_write_;
+  ScopedFd listen_fd_;
+  ScopedFd wake_read_;
+  ScopedFd wake_write_;
   const std::string address_;
   std::thread thread_;
 };
@@ -58,8 +60,9 @@ class TcpBootstrap : public Bootstrap {
                                                      absl::Time deadline) override;
 
  private:
-  TcpBootstrap(int fd, int rank, int world_size) : fd_(fd), rank_(rank), world_size_(world_size) {}
-  int fd_;
+  TcpBootstrap(ScopedFd fd, int rank, int world_size)
+      : fd_(std::move(fd)), rank_(rank), world_size_(world_size) {}
+  ScopedFd fd_;
   int rank_;
   int world_size_;
   bool broken_ = false;  // a failed round leaves the stream mid-frame: no further rounds

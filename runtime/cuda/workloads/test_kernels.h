@@ -61,4 +61,12 @@ absl::Status CompareToReference(const std::vector<uint16_t>& got, const std::vec
                                 int64_t rows, int64_t cols, plan::DType dtype, double rtol,
                                 double atol, const std::string& what);
 
+// The tolerances for CompareToReference shared by the workloads and tp_bench: bf16 output rounding
+// is 2^-8 relative and fp32 accumulation order differs a little. Partials rounded to 16 bits before
+// a reduction (ReduceScatter / AllReduce) get twice the relative and 4x the absolute slack.
+inline constexpr double kRtol = 1e-2;
+inline constexpr double kAtol = 2e-3;
+inline constexpr double kReduceRtol = 2 * kRtol;
+inline constexpr double kReduceAtol = 4 * kAtol;
+
 }  // namespace syncopate::workloads
