@@ -231,6 +231,14 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
       CU_STREAM_WRITE_VALUE_DEFAULT));
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
+  std::vector<WatchedGate> gates;
+  if (copy_engine) {
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      if (launch.step_gates[i] < 0) continue;
+      gates.push_back({launch.step_gates[i], program.steps[i].transfer, program.steps[i].signal_rank});
+    }
+  }
+  gate_watch_.Arm(std::move(gates));
   if (copy_engine) {
     RETURN_IF_ERROR(EnsureSideStreams(program.num_channels));
     CU_RETURN_IF_ERROR(api.cuEventRecord(fork_event_.get(), stream));
@@ -368,6 +376,7 @@ absl::Status Group::Sync(CUstream stream) {
       broken_ = true;
       return CuError(r, "cuEventQuery(launch done)", __FILE__, __LINE__);
     }
+    gate_watch_.Observe(*words);
     const absl::Time now = absl::Now();
     const uint64_t p =
         (static_cast<uint64_t>(words->progress_entered) << 32) | words->progress_finished;
@@ -375,6 +384,8 @@ absl::Status Group::Sync(CUstream stream) {
     if (now - last_change > stall) {
       // No WithAbsentPeers here: a kernel that never returns may hold the queue a read needs.
       absl::Status diagnosis = Diagnose(epoch_, now - last_change);
+      diagnosis = absl::Status(diagnosis.code(),
+                               absl::StrCat(diagnosis.message(), gate_watch_.Describe(epoch_)));
       absl::Status unblocked = Unblock(epoch_);
       broken_ = true;
       if (!unblocked.ok()) {
@@ -391,8 +402,11 @@ absl::Status Group::Sync(CUstream stream) {
     broken_ = true;
     // The launch that timed out, not the last one issued (launches are pipelined: the host may
     // be several launches ahead, which the peers cannot have entered yet).
-    const uint32_t failed = host_words().record.expected;
-    return WithAbsentPeers(timed_out, failed != 0 ? failed : epoch_);
+    uint32_t failed = host_words().record.expected;
+    if (failed == 0) failed = epoch_;
+    absl::Status named = WithAbsentPeers(timed_out, failed);
+    return absl::Status(named.code(),
+                        absl::StrCat(named.message(), gate_watch_.Describe(failed)));
   }
   synced_epoch_ = epoch_;
   return absl::OkStatus();

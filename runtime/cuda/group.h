@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/copy_program.h"
+#include "runtime/cuda/gate_watch.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/launch_waits.h"
 #include "runtime/cuda/node_rendezvous.h"
@@ -253,6 +254,7 @@ class Group {
   absl::Duration last_wait_timeout_ = absl::Seconds(2);  // the last launch's, for Sync's watch
   Stream capture_stream_;
   std::vector<Event> join_events_;
+  GateWatch gate_watch_;  // the last copy-engine launch's gates, sampled by Sync()
 };
 
 // A captured launch; see Group's file comment. Replays advance the group's epoch.
