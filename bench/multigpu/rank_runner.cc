@@ -692,6 +692,7 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
     lo.backend = backend_of(b);
     lo.timeout = absl::Milliseconds(f_.timeout_ms);
     lo.free_ctas = f_.ce_free_ctas;
+    lo.prefer_copy_engines = f_.ce_prefer_dma;
     return lo;
   };
   const double comm_bytes =

@@ -124,6 +124,8 @@ communication alone, with every output checked against an fp32 reference.
   --timeout-ms N        device-side wait deadline                                     [10000]
   --ce-free-ctas N      copy engine: CTA slots the fused kernel leaves for the driver's copies
                         (cuda::DefaultCopyEngineFreeCtas says why)              [-1: default]
+  --ce-copies dma|driver  copy engine: copies ask the driver for the copy engines (dma) or
+                        take its default, which may run them as kernels on the SMs    [dma]
   --comm-ctas LIST      SM backend: comm CTA counts for the fused rows (0: the default) [0]
   --grid-pct LIST       grid as % of the SMs a rank sees, local-gemm and fused SM rows  [100]
   --trace DIR           after each fused row, one launch's per-CTA timeline to DIR/*.csv
@@ -146,7 +148,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       "gpus",    "ranks-per-gpu", "tp",         "workloads", "models",       "tokens",
       "chunks",  "backends",      "ag-plan",    "rs-plan",   "ar-plan",      "warmup",
       "reps",    "timeout-ms",    "run-timeout-s", "csv",   "cache-dir",    "arch",
-      "gemm",    "ce-free-ctas",  "comm-ctas",    "grid-pct",  "trace",  "tile-dealing"};
+      "gemm",    "ce-free-ctas",  "ce-copies", "comm-ctas",    "grid-pct",  "trace",  "tile-dealing"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -225,6 +227,12 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "ce-free-ctas") {
       ASSIGN_OR_RETURN(int64_t v, ParseInt(name, value, 0, 100000));
       f.ce_free_ctas = static_cast<int>(v);
+    } else if (name == "ce-copies") {
+      if (value != "dma" && value != "driver") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--ce-copies: '", value, "' is neither dma nor driver"));
+      }
+      f.ce_prefer_dma = value == "dma";
     } else if (name == "comm-ctas") {
       ASSIGN_OR_RETURN(f.comm_ctas, ParseIntList<int>(name, value, 0, 1024));
     } else if (name == "tile-dealing") {

@@ -62,6 +62,7 @@ struct BenchFlags {
   int reps = 10;
   int timeout_ms = 10000;  // every device-side wait's deadline
   int ce_free_ctas = -1;   // copy engine: CTA slots left for the driver's copies (-1: default)
+  bool ce_prefer_dma = true;  // copy engine: copies ask for the copy engines (LaunchOptions)
   // SM backend: comm CTA counts to measure the fused kernel with (0: DefaultCommCtas). Comm-only
   // always runs at the default: it is the reference, not a variant.
   std::vector<int> comm_ctas = {0};

@@ -94,9 +94,14 @@ namespace syncopate::cuda {
   X(cuMemExportToShareableHandle)          \
   X(cuMemImportFromShareableHandle)
 
+// Entry points used when the driver has them (null otherwise): cuMemcpyBatchAsync (CUDA 12.8+)
+// lets a copy ask for the copy engines instead of the SMs.
+#define SYNCOPATE_CU_FOREACH_OPTIONAL(X) X(cuMemcpyBatchAsync)
+
 struct DriverApi {
 #define SYNCOPATE_CU_MEMBER(name) decltype(&::name) name = nullptr;
   SYNCOPATE_CU_FOREACH(SYNCOPATE_CU_MEMBER)
+  SYNCOPATE_CU_FOREACH_OPTIONAL(SYNCOPATE_CU_MEMBER)
 #undef SYNCOPATE_CU_MEMBER
   int driver_version = 0;  // cuDriverGetVersion, e.g. 13000
 };

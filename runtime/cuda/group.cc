@@ -19,6 +19,11 @@ namespace {
 // replay replaces it (group.h). Never reached by real launches in a test's lifetime.
 constexpr uint32_t kCaptureEpoch = 0x40000000u;
 
+// A 2D copy whose rows are back to back on both sides: one range.
+bool IsContiguous(const Copy2D& c) {
+  return c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes);
+}
+
 }  // namespace
 
 const char* BackendName(Backend backend) {
@@ -271,12 +276,10 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
                                                 sizeof(uint32_t) * launch.step_gates[i]);
         CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, gate, epoch, CU_STREAM_WAIT_VALUE_GEQ));
       }
+      RETURN_IF_ERROR(IssueContiguousCopies(step, s, timeouts.prefer_copy_engines &&
+                                                         epoch != kCaptureEpoch));
       for (const Copy2D& c : step.copies) {
-        if (c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes)) {
-          // One copy per contiguous range: a 2D copy of contiguous rows is one range.
-          CU_RETURN_IF_ERROR(api.cuMemcpyAsync(c.dst, c.src, c.row_bytes * c.rows, s));
-          continue;
-        }
+        if (IsContiguous(c)) continue;
         CUDA_MEMCPY2D m;
         std::memset(&m, 0, sizeof(m));
         m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -311,6 +314,33 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
       stream, HostWordDevice(offsetof(HostWords, progress_finished)), epoch,
       CU_STREAM_WRITE_VALUE_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::Status Group::IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch) {
+  const DriverApi& api = context_.api();
+  std::vector<CUdeviceptr> dsts, srcs;
+  std::vector<size_t> sizes;
+  for (const Copy2D& c : step.copies) {
+    if (!IsContiguous(c)) continue;
+    dsts.push_back(c.dst);
+    srcs.push_back(c.src);
+    sizes.push_back(c.row_bytes * c.rows);  // one copy per contiguous range
+  }
+  if (dsts.empty()) return absl::OkStatus();
+  if (batch && api.cuMemcpyBatchAsync != nullptr) {
+    // The sources are written earlier on the launch stream (the gate orders them): stream order.
+    CUmemcpyAttributes attrs{};
+    attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attrs.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+    size_t first = 0;
+    CU_RETURN_IF_ERROR(api.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
+                                              &attrs, &first, 1, s));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dsts[i], srcs[i], sizes[i], s));
+  }
   return absl::OkStatus();
 }
 

@@ -139,6 +139,11 @@ struct LaunchSettings {
   // Tiles dealt dynamically to kernels that claim them (FusedSchedule::claim: the group's tile
   // counter goes into the launch); off: claim deals statically, as first()/stride() do.
   bool dynamic_tiles = false;
+  // Copy engine: issue a step's contiguous copies as one cuMemcpyBatchAsync that asks the driver
+  // for the copy engines (CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) where the driver has it.
+  // Off: cuMemcpyAsync, which the driver may run as a kernel on the SMs (it does between two
+  // processes' mappings of one GPU), competing with the fused kernel for them.
+  bool prefer_copy_engines = true;
 };
 
 class LaunchGraph;
@@ -201,6 +206,9 @@ class Group {
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                            const LaunchSettings& timeouts) const;
   absl::Status EnsureSideStreams(int n);
+  // A copy step's contiguous copies on side stream `s`: one cuMemcpyBatchAsync preferring the
+  // copy engines when `batch` (and the driver has it), else one cuMemcpyAsync each.
+  absl::Status IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
   absl::Status RecordedTimeout() const;

@@ -308,7 +308,8 @@ absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
   return group_->Launch(*l, stream,
-                        LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles});
+                        LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles,
+                                       options.prefer_copy_engines});
 }
 
 absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
@@ -340,7 +341,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
     BoundKernel& bound, const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return group_->CaptureGraph(*l, LaunchSettings{options.timeout, 0, options.dynamic_tiles});
+  return group_->CaptureGraph(*l, LaunchSettings{options.timeout, 0, options.dynamic_tiles,
+                                                     options.prefer_copy_engines});
 }
 
 }  // namespace syncopate::cuda

@@ -70,6 +70,8 @@ struct LaunchOptions {
   // Deal tiles dynamically to kernels that claim them (gemm_wgmma.cuh does): a CTA that starts
   // late beside concurrent ranks takes fewer tiles. Off by default until measured on a GPU.
   bool dynamic_tiles = false;
+  // Copy engine: ask the driver to run the copies on the copy engines (LaunchSettings).
+  bool prefer_copy_engines = true;
 };
 
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
