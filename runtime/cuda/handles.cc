@@ -1,6 +1,7 @@
 // RAII owners of CUDA driver handles; see handles.h.
 #include "runtime/cuda/handles.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,15 @@
 namespace syncopate::cuda {
 
 // ---- Context ----
+std::string RetainFailureHint(CUresult result, const char* connections_env) {
+  if (result != CUDA_ERROR_OUT_OF_MEMORY) return "";
+  return absl::StrCat(
+      " (if this process is an MPS client: the MPS server's clients share one pool of "
+      "connections and each takes CUDA_DEVICE_MAX_CONNECTIONS=",
+      connections_env != nullptr ? connections_env : "8 (unset)",
+      " of them, so fewer clients fit; lower it or run fewer ranks per GPU)");
+}
+
 absl::StatusOr<Context> Context::Retain(int device_ordinal) {
   ASSIGN_OR_RETURN(const DriverApi* api, Driver());
   int count = 0;
@@ -21,7 +31,12 @@ absl::StatusOr<Context> Context::Retain(int device_ordinal) {
   c.api_ = api;
   c.ordinal_ = device_ordinal;
   CU_RETURN_IF_ERROR(api->cuDeviceGet(&c.device_, device_ordinal));
-  CU_RETURN_IF_ERROR(api->cuDevicePrimaryCtxRetain(&c.ctx_, c.device_));
+  if (CUresult r = api->cuDevicePrimaryCtxRetain(&c.ctx_, c.device_); r != CUDA_SUCCESS) {
+    absl::Status failed = CuError(r, "cuDevicePrimaryCtxRetain", __FILE__, __LINE__);
+    return absl::Status(failed.code(),
+                        absl::StrCat(failed.message(),
+                                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+  }
   CU_RETURN_IF_ERROR(api->cuCtxSetCurrent(c.ctx_));
   int major = 0, minor = 0;
   CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(

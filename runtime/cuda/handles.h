@@ -24,6 +24,12 @@
 
 namespace syncopate::cuda {
 
+// Why retaining a context may fail with CUDA_ERROR_OUT_OF_MEMORY on a device with memory to
+// spare: under MPS the server's clients share one pool of connections, each taking
+// CUDA_DEVICE_MAX_CONNECTIONS (`connections_env`, null when unset) of them, so fewer clients fit
+// when it is high (measured on an H100: the 4th client at 32 is refused). Empty for other results.
+std::string RetainFailureHint(CUresult result, const char* connections_env);
+
 // A retained primary context of one device; made current on the creating thread.
 class Context {
  public:

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/handles.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::cuda {
@@ -44,6 +45,14 @@ TEST(DriverTest, ErrorsNameTheCallAndTheResult) {
     return absl::OkStatus();
   });
   EXPECT_TRUE(s[0].ok()) << s[0];
+}
+
+TEST(DriverTest, OutOfMemoryOnRetainPointsAtTheMpsConnectionPool) {
+  const std::string hint = RetainFailureHint(CUDA_ERROR_OUT_OF_MEMORY, "32");
+  EXPECT_THAT(hint, HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=32"));
+  EXPECT_THAT(hint, HasSubstr("MPS"));
+  EXPECT_THAT(RetainFailureHint(CUDA_ERROR_OUT_OF_MEMORY, nullptr), HasSubstr("8 (unset)"));
+  EXPECT_EQ(RetainFailureHint(CUDA_ERROR_INVALID_DEVICE, "32"), "");
 }
 
 TEST(DriverTest, GpuAvailableGivesAReason) {

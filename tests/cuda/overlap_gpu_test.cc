@@ -276,13 +276,6 @@ TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
   for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rs rank " << r << ": " << results[r];
 }
 
-// "... for chunk 7 (signal 2) from rank 1 ..." or "... waited 500 ms for rank 2 to enter
-// launch 1 ...": whether `s` names `peer` as the rank a wait was for.
-bool NamesWaitedForRank(const absl::Status& s, int peer) {
-  return absl::StrContains(s.message(), absl::StrCat("from rank ", peer)) ||
-         absl::StrContains(s.message(), absl::StrCat("for rank ", peer, " "));
-}
-
 TEST(FusedTimeoutTest, NeverLaunchingRankIsNamedAndTheGpuStaysUsable) {
   SYNCOPATE_REQUIRE_GPU();
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
