@@ -90,10 +90,10 @@ struct BenchFlags {
   bool help = false;
 };
 
-// Parses argv ("--flag value" or "--flag=value"; lists are comma-separated). InvalidArgument
-// names the bad flag.
+// Parses argv with a FlagSet (runtime/base/flags.h: "--flag value" or "--flag=value"; lists are
+// comma-separated). InvalidArgument names the bad flag and value. --help sets BenchFlags::help.
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv);
-std::string Usage();
+std::string Usage();  // generated from the same flag declarations
 
 // World sizes to run (flags.tp or gpus * ranks_per_gpu), each checked against the ranks there
 // are room for.

@@ -10,7 +10,6 @@
 //
 // --dir defaults to $SYNCOPATE_CACHE_DIR, $XDG_CACHE_HOME/syncopate, ~/.cache/syncopate.
 // Exit codes (command.h): 0 ok, 1 the operation failed, 2 bad usage (one line on stderr).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -22,7 +21,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +29,8 @@
 #include "jit/cache/disk_store.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
+#include "runtime/base/flags.h"
+#include "runtime/base/status_macros.h"
 
 namespace syncopate::cli {
 namespace {
@@ -71,41 +71,21 @@ int Fail(const absl::Status& status) {
   return kExitFailed;
 }
 
-// Parses `args` (after the sub-subcommand) against `valued` (flags taking a value) and `bools`.
+// Parses `args` (after the sub-subcommand) against `valued` (flags taking a value; each may be
+// repeated) and `bools`, with FlagSet (runtime/base/flags.h).
 absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args, size_t first,
                                  const std::vector<std::string>& valued,
                                  const std::vector<std::string>& bools) {
-  auto contains = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  };
   Flags flags;
-  for (size_t i = first; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (!absl::StartsWith(arg, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
-    }
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    if (contains(bools, name)) {
-      if (has_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
-      flags.values[name].push_back("");
-      continue;
-    }
-    if (!contains(valued, name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '--", name, "'"));
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      }
-      value = args[++i];
-    }
-    flags.values[name].push_back(value);
+  std::map<std::string, bool> bool_values;
+  FlagSet set(absl::StrCat("syncopate cache ", args[0]));
+  for (const std::string& name : valued) set.Repeated(name, &flags.values[name], name);
+  for (const std::string& name : bools) set.Bool(name, &bool_values[name], name);
+  RETURN_IF_ERROR(set.Parse(std::vector<std::string>(args.begin() + first, args.end())));
+  if (set.help()) return absl::InvalidArgumentError("unknown flag --help");
+  std::erase_if(flags.values, [](const auto& entry) { return entry.second.empty(); });
+  for (const auto& [name, on] : bool_values) {
+    if (on) flags.values[name].push_back("");
   }
   return flags;
 }

@@ -1,8 +1,7 @@
-// A small flag parser for subcommands: `--name value`, `--name=value`, boolean `--name`, and
-// positional arguments (anything not starting with "--"; everything after a bare "--").
-//
-// absl::flags works on the whole process's argv and global flags; subcommands need flags scoped
-// to one command and errors returned instead of exiting, hence this. Usage:
+// The subcommands' flags: FlagSet (runtime/base/flags.h, the one flag parser of every program)
+// under the interface the subcommands were written against. `--name value`, `--name=value`,
+// boolean `--name`, and positional arguments (anything not starting with "--"; everything after a
+// bare "--").
 //
 //   FlagParser flags("syncopate plan show");
 //   int world = 8;
@@ -10,7 +9,8 @@
 //   std::vector<std::string> positional;
 //   if (absl::Status s = flags.Parse(args, &positional); !s.ok()) { ...exit 2... }
 //
-// Header-only: client/cli/CMakeLists.txt compiles main.cc and *_command.cc only, so every
+// absl::flags works on the whole process's argv and global flags; subcommands need flags scoped
+// to one command and errors returned instead of exiting, hence FlagSet. Header-only, so every
 // subcommand can include this without a build change.
 //
 // Thread-safety: a FlagParser is used by one thread; it writes through the registered pointers.
@@ -18,9 +18,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,41 +28,56 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "runtime/base/flags.h"
 
 namespace syncopate::cli {
 
 class FlagParser {
  public:
-  explicit FlagParser(std::string command) : command_(std::move(command)) {}
+  explicit FlagParser(std::string command) : flags_(std::move(command)) {}
 
   // Registers a flag; the pointer must outlive Parse. The current value is the default.
-  void AddString(std::string name, std::string* value, std::string help);
-  void AddInt(std::string name, int* value, std::string help);
-  void AddInt64(std::string name, int64_t* value, std::string help);
-  void AddUint64(std::string name, uint64_t* value, std::string help);
-  // `--name` sets true; `--name=true|false|1|0` sets either.
-  void AddBool(std::string name, bool* value, std::string help);
+  void AddString(std::string name, std::string* value, std::string help) {
+    flags_.String(std::move(name), value, std::move(help));
+  }
+  void AddInt(std::string name, int* value, std::string help) {
+    flags_.Int(std::move(name), value, std::move(help));
+  }
+  void AddInt64(std::string name, int64_t* value, std::string help) {
+    flags_.Int(std::move(name), value, std::move(help));
+  }
+  // Values up to INT64_MAX.
+  void AddUint64(std::string name, uint64_t* value, std::string help) {
+    flags_.Int(std::move(name), value, std::move(help));
+  }
+  // `--name` sets true; `--name=true|false|1|0` sets either. "help" is FlagSet's --help / -h.
+  void AddBool(std::string name, bool* value, std::string help) {
+    if (name == "help") {
+      help_ = value;
+      return;
+    }
+    flags_.Bool(std::move(name), value, std::move(help));
+  }
 
-  // Errors (InvalidArgument) name the flag: "--world: 'x' is not an integer", "unknown flag
-  // --wrold". Positional arguments go to `positional` (may be null: then they are errors).
-  absl::Status Parse(const std::vector<std::string>& args, std::vector<std::string>* positional);
+  // Errors (InvalidArgument) name the flag and the value: "--world=x: want an integer",
+  // "unknown flag --wrold". Positional arguments go to `positional` (may be null: then they are
+  // errors). --help without a registered "help" flag is an unknown flag.
+  absl::Status Parse(const std::vector<std::string>& args, std::vector<std::string>* positional) {
+    if (absl::Status s = flags_.Parse(args, positional); !s.ok()) return s;
+    if (flags_.help()) {
+      if (help_ == nullptr) return absl::InvalidArgumentError("unknown flag --help");
+      *help_ = true;
+    }
+    return absl::OkStatus();
+  }
 
-  bool WasSet(const std::string& name) const { return set_.contains(name); }
+  bool WasSet(const std::string& name) const { return flags_.WasSet(name); }
   // "usage: <command> [flags]" and one line per flag with its default.
-  std::string Usage() const;
+  std::string Usage() const { return flags_.Usage(); }
 
  private:
-  struct Flag {
-    std::string help;
-    std::string default_text;
-    bool is_bool = false;
-    std::function<absl::Status(const std::string&)> set;
-  };
-  void Add(std::string name, Flag flag);
-
-  std::string command_;
-  std::map<std::string, Flag> flags_;
-  std::map<std::string, bool> set_;
+  FlagSet flags_;
+  bool* help_ = nullptr;
 };
 
 // "64,32" -> {64, 32}. Errors name `what`.
@@ -96,122 +108,6 @@ absl::StatusOr<T> ParseNumber(absl::string_view text, absl::string_view what) {
 }
 
 }  // namespace flag_parser_internal
-
-inline void FlagParser::Add(std::string name, Flag flag) {
-  flags_[std::move(name)] = std::move(flag);
-}
-
-inline void FlagParser::AddString(std::string name, std::string* value, std::string help) {
-  Add(name, Flag{std::move(help), *value, false, [value](const std::string& text) {
-                   *value = text;
-                   return absl::OkStatus();
-                 }});
-}
-
-inline void FlagParser::AddInt(std::string name, int* value, std::string help) {
-  const std::string flag = "--" + name;
-  Add(name, Flag{std::move(help), std::to_string(*value), false,
-                 [value, flag](const std::string& text) -> absl::Status {
-                   auto v = flag_parser_internal::ParseNumber<int>(text, flag);
-                   if (!v.ok()) return v.status();
-                   *value = *v;
-                   return absl::OkStatus();
-                 }});
-}
-
-inline void FlagParser::AddInt64(std::string name, int64_t* value, std::string help) {
-  const std::string flag = "--" + name;
-  Add(name, Flag{std::move(help), std::to_string(*value), false,
-                 [value, flag](const std::string& text) -> absl::Status {
-                   auto v = flag_parser_internal::ParseNumber<int64_t>(text, flag);
-                   if (!v.ok()) return v.status();
-                   *value = *v;
-                   return absl::OkStatus();
-                 }});
-}
-
-inline void FlagParser::AddUint64(std::string name, uint64_t* value, std::string help) {
-  const std::string flag = "--" + name;
-  Add(name, Flag{std::move(help), std::to_string(*value), false,
-                 [value, flag](const std::string& text) -> absl::Status {
-                   auto v = flag_parser_internal::ParseNumber<uint64_t>(text, flag);
-                   if (!v.ok()) return v.status();
-                   *value = *v;
-                   return absl::OkStatus();
-                 }});
-}
-
-inline void FlagParser::AddBool(std::string name, bool* value, std::string help) {
-  const std::string flag = "--" + name;
-  Add(name, Flag{std::move(help), *value ? "true" : "false", true,
-                 [value, flag](const std::string& text) -> absl::Status {
-                   if (text == "true" || text == "1") {
-                     *value = true;
-                   } else if (text == "false" || text == "0") {
-                     *value = false;
-                   } else {
-                     return absl::InvalidArgumentError(
-                         absl::StrCat(flag, ": '", text, "' is not true or false"));
-                   }
-                   return absl::OkStatus();
-                 }});
-}
-
-inline absl::Status FlagParser::Parse(const std::vector<std::string>& args,
-                                      std::vector<std::string>* positional) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      for (++i; i < args.size(); ++i) {
-        if (positional == nullptr) {
-          return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", args[i], "'"));
-        }
-        positional->push_back(args[i]);
-      }
-      break;
-    }
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      if (positional == nullptr || (arg.size() > 1 && arg[0] == '-')) {
-        return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
-      }
-      positional->push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    auto it = flags_.find(name);
-    if (it == flags_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    }
-    const Flag& flag = it->second;
-    if (!value.has_value()) {
-      if (flag.is_bool) {
-        value = "true";
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": missing value"));
-      }
-    }
-    if (absl::Status s = flag.set(*value); !s.ok()) return s;
-    set_[name] = true;
-  }
-  return absl::OkStatus();
-}
-
-inline std::string FlagParser::Usage() const {
-  std::string out = absl::StrCat("usage: ", command_, " [flags]\nflags:\n");
-  for (const auto& [name, flag] : flags_) {
-    absl::StrAppend(&out, "  --", name, flag.is_bool ? "" : " <value>", "\n      ", flag.help);
-    if (!flag.default_text.empty()) absl::StrAppend(&out, " (default: ", flag.default_text, ")");
-    absl::StrAppend(&out, "\n");
-  }
-  return out;
-}
 
 inline absl::StatusOr<std::vector<int64_t>> ParseInt64List(std::string_view text,
                                                            std::string_view what) {

@@ -23,13 +23,13 @@
 #include <barrier>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "runtime/base/flags.h"
 #include "server/compile_backend.h"
 #include "server/plan_store.h"
 #include "syncopate/v1/service.grpc.pb.h"
@@ -86,28 +86,20 @@ int main(int argc, char** argv) {
   std::string syncopated = SYNCOPATED_PATH;
   std::vector<int> client_counts = {16};
   bool compile_only = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--rounds=", 0) == 0) rounds = std::stoi(arg.substr(9));
-    if (arg.rfind("--seconds=", 0) == 0) seconds = std::stod(arg.substr(10));
-    if (arg.rfind("--syncopated=", 0) == 0) syncopated = arg.substr(13);
-    if (arg == "--compile_only") compile_only = true;
-    if (arg.rfind("--clients=", 0) == 0) {
-      client_counts.clear();
-      std::stringstream list(arg.substr(10));
-      for (std::string n; std::getline(list, n, ',');) client_counts.push_back(std::stoi(n));
-    }
-  }
+  syncopate::FlagSet flags("control_plane_bench",
+                           "Control-plane benchmark on loopback with real daemons: agreement "
+                           "latency, cached Compile\nthroughput, daemon RSS.");
+  flags.Int("rounds", &rounds, "agreement rounds (the first 10 warm up)", 1);
+  flags.Double("seconds", &seconds, "per Compile throughput measurement", 0);
+  flags.String("syncopated", &syncopated, "the daemon binary to measure").Metavar("PATH");
+  flags.IntList("clients", &client_counts, "concurrent Compile clients, one row each", 1, 1024);
+  flags.Bool("compile_only", &compile_only,
+             "one daemon, Compile throughput only (e.g. for an older syncopated)");
+  flags.ParseOrExit(argc, argv);
   if (compile_only) rounds = 1;
   if (!compile_only && rounds <= 10) {
     std::fprintf(stderr, "--rounds must be over 10 (the first 10 warm up)\n");
     return 2;
-  }
-  for (int n : client_counts) {
-    if (n < 1 || n > 1024) {
-      std::fprintf(stderr, "--clients: %d is not in 1..1024\n", n);
-      return 2;
-    }
   }
   testing::TempDir dir;
   std::vector<std::unique_ptr<testing::DaemonProcess>> daemons;

@@ -194,9 +194,9 @@ TEST(CliTest, BadUsageExits2) {
   ExpectUsageError({"plan", "frobnicate"}, "unknown verb 'frobnicate'");
   ExpectUsageError({"plan", "show"}, "give exactly one of --template NAME or --file PATH");
   ExpectUsageError({"plan", "show", "--wrold", "7"}, "unknown flag --wrold");
-  ExpectUsageError({"plan", "show", "--template"}, "--template: missing value");
+  ExpectUsageError({"plan", "show", "--template"}, "--template needs a value");
   ExpectUsageError({"plan", "show", "--template", "allgather.ring", "--world", "x"},
-                   "--world: 'x' is not an integer");
+                   "--world=x: want an integer");
   ExpectUsageError({"plan", "show", "--template", "allgather.ring", "--shape", "6,x"},
                    "--shape: 'x' is not an integer");
   ExpectUsageError({"plan", "show", "--template", "allgather.ring", "--shape", "6,0"},

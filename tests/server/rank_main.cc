@@ -3,28 +3,19 @@
 //   JOIN OK group=<id> members=<n>      | JOIN ERROR code=<CODE> msg=<message>
 //   AGREE OK round=<r> plan_hash=<hash> | AGREE ERROR code=<CODE> msg=<message>
 //   COMPILE OK cache_hit=<0|1> key=<k>  | COMPILE ERROR code=<CODE> msg=<message>
-// Exit 0 when every step succeeded, 1 otherwise, 2 on bad usage.
+// Exit 0 when every step succeeded, 1 otherwise, 2 on bad usage (flags: --help).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "runtime/base/flags.h"
 #include "syncopate/client.h"
 
 namespace {
-
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> shape;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) shape.push_back(std::stoll(part));
-  return shape;
-}
 
 void Report(const char* step, const syncopate::Status& status) {
   std::printf("%s ERROR code=%s msg=%s\n", step, syncopate::StatusCodeName(status.code()),
@@ -35,35 +26,43 @@ void Report(const char* step, const syncopate::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> flags = {
-      {"socket", ""}, {"job", "job"}, {"world", "1"}, {"rank", "0"}, {"leader", ""},
-      {"node", ""}, {"timeout_ms", "60000"}, {"steps", "join,agree"},
-      {"template", "allgather.ring"}, {"shape", "64,32"}, {"kernel_hash", "k1"},
-      {"sleep_before_agree_ms", "0"}, {"rounds", "1"}, {"source", ""}, {"spec", ""},
-      {"arch", "sm_90"}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos ||
-        !flags.contains(arg.substr(2, eq - 2))) {
-      std::fprintf(stderr, "bad argument %s\n", arg.c_str());
-      return 2;
-    }
-    flags[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
-  }
-  auto client = syncopate::Client::Connect(flags["socket"]);
+  // No ranges: tests may hand the daemon values it has to refuse.
+  std::string socket, job = "job", leader, node, steps = "join,agree", templ = "allgather.ring",
+                      kernel_hash = "k1", source, spec_text, arch = "sm_90";
+  int world = 1, rank = 0, rounds = 1;
+  int64_t timeout_ms = 60000, sleep_ms = 0;
+  std::vector<int64_t> shape = {64, 32};
+  syncopate::FlagSet flags("syncopate_test_rank", "One rank of an integration test.");
+  flags.String("socket", &socket, "the daemon's Unix socket").Metavar("PATH");
+  flags.String("job", &job, "job id");
+  flags.Int("world", &world, "world size");
+  flags.Int("rank", &rank, "this rank");
+  flags.String("leader", &leader, "leader daemon address").Metavar("HOST:PORT");
+  flags.String("node", &node, "node name");
+  flags.Int("timeout_ms", &timeout_ms, "Join / Agree deadline");
+  flags.String("steps", &steps, "join[,agree[,compile]]");
+  flags.String("template", &templ, "plan template").Metavar("NAME");
+  flags.IntList("shape", &shape, "template shape");
+  flags.String("kernel_hash", &kernel_hash, "the proposal's kernel hash");
+  flags.Int("sleep_before_agree_ms", &sleep_ms, "pause between Join and Agree");
+  flags.Int("rounds", &rounds, "Agree rounds");
+  flags.String("source", &source, "compile: kernel source");
+  flags.String("spec", &spec_text, "compile: kernel spec");
+  flags.String("arch", &arch, "GPU arch (Join and Compile)");
+  flags.ParseOrExit(argc, argv);
+  auto client = syncopate::Client::Connect(socket);
   if (!client.ok()) {
     Report("CONNECT", client.status());
     return 1;
   }
-  const auto timeout = std::chrono::milliseconds(std::stoll(flags["timeout_ms"]));
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
   syncopate::JoinOptions join;
-  join.job_id = flags["job"];
-  join.world_size = std::stoi(flags["world"]);
-  join.rank = std::stoi(flags["rank"]);
-  join.node_name = flags["node"];
-  join.gpu_arch = flags["arch"];
-  join.leader_address = flags["leader"];
+  join.job_id = job;
+  join.world_size = world;
+  join.rank = rank;
+  join.node_name = node;
+  join.gpu_arch = arch;
+  join.leader_address = leader;
   join.timeout = timeout;
   auto group = client->Join(join);
   if (!group.ok()) {
@@ -72,19 +71,18 @@ int main(int argc, char** argv) {
   }
   std::printf("JOIN OK group=%s members=%zu\n", group->group_id.c_str(), group->members.size());
   std::fflush(stdout);
-  if (flags["steps"].find("agree") == std::string::npos) return 0;
+  if (steps.find("agree") == std::string::npos) return 0;
 
-  const int64_t sleep_ms = std::stoll(flags["sleep_before_agree_ms"]);
   if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   syncopate::Proposal proposal;
-  proposal.kernel_hash = flags["kernel_hash"];
+  proposal.kernel_hash = kernel_hash;
   syncopate::TemplateSpec spec;
-  spec.name = flags["template"];
-  spec.shape = ParseShape(flags["shape"]);
+  spec.name = templ;
+  spec.shape = shape;
   spec.dtype = "bf16";
   proposal.template_spec = spec;
   std::string plan;
-  for (int round = 0; round < std::stoi(flags["rounds"]); ++round) {
+  for (int round = 0; round < rounds; ++round) {
     auto agreed = client->Agree(*group, proposal, timeout);
     if (!agreed.ok()) {
       Report("AGREE", agreed.status());
@@ -95,14 +93,14 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     plan = agreed->plan;
   }
-  if (flags["steps"].find("compile") == std::string::npos) return 0;
+  if (steps.find("compile") == std::string::npos) return 0;
 
   syncopate::CompileRequest compile;
-  compile.kernel.source = flags["source"];
-  compile.kernel.spec = flags["spec"];
+  compile.kernel.source = source;
+  compile.kernel.spec = spec_text;
   compile.plan = plan;
   compile.rank = join.rank;
-  compile.arch = flags["arch"];
+  compile.arch = arch;
   auto kernel = client->Compile(compile);
   if (!kernel.ok()) {
     Report("COMPILE", kernel.status());

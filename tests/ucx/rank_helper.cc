@@ -29,14 +29,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/flags.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/templates.h"
 #include "runtime/ucx/plan_executor.h"
@@ -74,42 +75,35 @@ struct Flags {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  std::map<std::string, std::string> kv;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) return absl::InvalidArgumentError("bad flag " + a);
-    size_t eq = a.find('=');
-    kv[a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "1" : a.substr(eq + 1);
-  }
-  auto num = [&](const char* k, int* out) -> absl::Status {
-    if (kv.count(k) && !absl::SimpleAtoi(kv[k], out)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", k, " is not a number"));
-    }
-    return absl::OkStatus();
-  };
-  if (kv.count("hub")) f.hub = kv["hub"];
-  if (kv.count("template")) f.templ = kv["template"];
-  if (kv.count("tls")) f.tls = kv["tls"];
-  f.fence = kv.count("fence") > 0;
-  f.staged = kv.count("staged") > 0;
-  for (auto [k, p] : std::initializer_list<std::pair<const char*, std::string*>>{
-           {"bootstrap", &f.bootstrap}, {"daemon", &f.daemon}, {"leader", &f.leader},
-           {"job", &f.job}}) {
-    if (kv.count(k)) *p = kv[k];
-  }
-  for (auto [k, p] : std::initializer_list<std::pair<const char*, int*>>{
-           {"rank", &f.rank}, {"world", &f.world}, {"rpn", &f.rpn}, {"iters", &f.iters},
-           {"timeout_ms", &f.timeout_ms}, {"rows", &f.rows}, {"cols", &f.cols},
-           {"chunks", &f.chunks}}) {
-    RETURN_IF_ERROR(num(k, p));
+  FlagSet flags("ucx_rank_helper",
+                "One rank of a multi-process UCX test (see the top of rank_helper.cc).");
+  flags.String("hub", &f.hub, "TCP bootstrap hub (--bootstrap=tcp)").Metavar("HOST:PORT");
+  flags.Int("rank", &f.rank, "this rank", 0);
+  flags.Int("world", &f.world, "ranks in the group", 1);
+  flags.Int("rpn", &f.rpn, "ranks per node", 1);
+  flags.String("template", &f.templ, "plan template").Metavar("NAME");
+  flags.Int("iters", &f.iters, "iterations (0: until error)", 0);
+  flags.String("tls", &f.tls, "UCX_TLS of the transport").Metavar("tcp|shm");
+  flags.Int("timeout_ms", &f.timeout_ms, "every wait's deadline", 1);
+  flags.Int("rows", &f.rows, "buffer rows", 1);
+  flags.Int("cols", &f.cols, "buffer columns", 1);
+  flags.Int("chunks", &f.chunks, "chunks per shard", 1);
+  flags.Bool("fence", &f.fence, "order signals with a fence (else a flush)");
+  flags.Bool("staged", &f.staged, "the plan's buffers live in stand-in arrays, staged");
+  flags.Choice("bootstrap", &f.bootstrap, {"tcp", "daemon"}, "how the ranks find each other");
+  flags.String("daemon", &f.daemon, "--bootstrap=daemon: the syncopated's socket").Metavar("PATH");
+  flags.String("leader", &f.leader, "--bootstrap=daemon: the leader (\"\": that daemon)")
+      .Metavar("HOST:PORT");
+  flags.String("job", &f.job, "--bootstrap=daemon: the job to join").Metavar("ID");
+  RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    std::exit(0);
   }
   if (f.bootstrap == "daemon") {
     if (f.daemon.empty() || f.job.empty()) {
       return absl::InvalidArgumentError("--bootstrap=daemon needs --daemon and --job");
     }
-  } else if (f.bootstrap != "tcp") {
-    return absl::InvalidArgumentError("--bootstrap must be tcp or daemon");
   } else if (f.hub.empty()) {
     return absl::InvalidArgumentError("--hub is required");
   }

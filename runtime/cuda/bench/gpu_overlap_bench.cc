@@ -26,15 +26,16 @@
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
+#include "runtime/base/flags.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/gemm_kernels.h"
+#include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/kernel_timing.h"
-#include "runtime/cuda/handles.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 #include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
-#include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::cuda {
 namespace {
@@ -204,21 +205,30 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
 absl::Status Main(int argc, char** argv) {
   BenchOptions o;
   int max_shapes = 1000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string f = argv[i];
-    if (f == "--reps") o.reps = std::atoi(argv[i + 1]);
-    else if (f == "--world") o.world = std::atoi(argv[i + 1]);
-    else if (f == "--shapes") max_shapes = std::atoi(argv[i + 1]);
-    else if (f == "--kernel") o.force_mma = std::string(argv[i + 1]) == "mma";
-    else if (f == "--dtype") o.dtype = std::string(argv[i + 1]) == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
-    else if (f == "--tile-n") o.tile_n = std::atoi(argv[i + 1]);
-    else if (f == "--stages") o.stages = std::atoi(argv[i + 1]);
-    else if (f == "--loads") o.loads = argv[i + 1];
-    else if (f == "--fused") o.fused = std::atoi(argv[i + 1]) != 0;
-    else if (f == "--tuned") o.tuned = std::atoi(argv[i + 1]) != 0;
-    else if (f == "--cache-dir") o.cache_dir = argv[i + 1];
-    else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", f));
-  }
+  std::string kernel = "auto", dtype = "bf16";
+  int fused = 1, tuned = 0;
+  FlagSet flags("gpu_overlap_bench",
+                "GEMM shapes of serving models on one GPU: local (identity schedule) vs fused "
+                "(AllGather plan, chunks\npresent) vs cuBLAS, in TFLOP/s.");
+  flags.Int("reps", &o.reps, "timed repetitions per kernel (medians)", 1);
+  flags.Int("world", &o.world, "ranks of the fused kernel's AllGather plan (this is rank 0)", 1);
+  flags.Choice("dtype", &dtype, {"bf16", "f16"}, "element type");
+  flags.Choice("kernel", &kernel, {"auto", "mma"}, "auto: the GPU's GEMM (wgmma on sm_90)");
+  flags.Int("shapes", &max_shapes, "the first N of the shape list", 0).DefaultText("all");
+  flags.Int("tile-n", &o.tile_n, "wgmma kernel: 128|256 (0: the default)", 0);
+  flags.Int("stages", &o.stages, "wgmma kernel: pipeline stages (0: the default)", 0);
+  flags.Choice("loads", &o.loads, {"tma", "cpasync"}, "wgmma kernel: operand loads")
+      .DefaultText("tma");
+  flags.Int("fused", &fused, "0: skip the fused kernel (local vs cuBLAS only)", 0, 1);
+  flags.Int("tuned", &tuned, "1: each shape's `syncopate tune` winner, where there is one", 0, 1);
+  flags.String("cache-dir", &o.cache_dir, "--tuned: the tuning table's cache directory")
+      .Metavar("DIR")
+      .DefaultText("the default");
+  flags.ParseOrExit(argc, argv);
+  o.force_mma = kernel == "mma";
+  o.dtype = dtype == "f16" ? plan::DType::kF16 : plan::DType::kBF16;
+  o.fused = fused != 0;
+  o.tuned = tuned != 0;
   ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
   char name[128] = {};
   ctx.api().cuDeviceGetName(name, sizeof(name), ctx.device());

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/base/flags.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/proxy_launcher.h"
 #include "runtime/cuda/workloads/workloads.h"
@@ -110,19 +111,15 @@ double ReadLast() {
 int Main(int argc, char** argv) {
   int64_t m = 2048, n = 1024, k = 1024;
   int chunks = 2, launches = 200;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long long v = std::atoll(argv[i + 1]);
-    if (flag == "--m") m = v;
-    else if (flag == "--n") n = v;
-    else if (flag == "--k") k = v;
-    else if (flag == "--chunks") chunks = static_cast<int>(v);
-    else if (flag == "--launches") launches = static_cast<int>(v);
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  FlagSet flags("inter_node_bench",
+                "Fused AllGather+GEMM over 4 rank processes on one GPU: 1 node vs 2 nodes through "
+                "the host proxy.");
+  flags.Int("m", &m, "GEMM M", 1);
+  flags.Int("n", &n, "GEMM N", 1);
+  flags.Int("k", &k, "GEMM K", 1);
+  flags.Int("chunks", &chunks, "chunks per shard", 1);
+  flags.Int("launches", &launches, "launches back to back per case", 1);
+  flags.ParseOrExit(argc, argv);
   std::remove(TimedLauncher::result_path().c_str());
   std::printf("fused AllGather+GEMM, allgather.two_level, bf16 M=%lld N=%lld K=%lld, %d chunks/shard, "
               "%d launches, copy-engine backend, 4 rank processes on one GPU\n",

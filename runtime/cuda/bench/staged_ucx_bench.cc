@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "runtime/base/flags.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/staged_copies.h"
 #include "runtime/cuda/workloads/multiprocess.h"
@@ -143,59 +143,43 @@ absl::Status BenchRank(int rank, const ucx::ForkedBootstrap& forked, const Confi
   return down.ok() ? both_down : down;
 }
 
-absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
+Config ParseFlags(int argc, char** argv) {
   Config c;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    const std::string v = argv[i + 1];
-    if (f == "--tls") {
-      c.tls = absl::StrSplit(v, ',');
-    } else if (f == "--chunks") {
-      c.chunks.clear();
-      for (absl::string_view s : absl::StrSplit(v, ',')) {
-        size_t b = 0;
-        if (!absl::SimpleAtoi(s, &b) || b == 0) return absl::InvalidArgumentError(f);
-        c.chunks.push_back(b);
-      }
-    } else if (f == "--total_mib") {
-      if (!absl::SimpleAtoi(v, &c.total)) return absl::InvalidArgumentError(f);
-      c.total <<= 20;
-    } else if (f == "--slots") {
-      if (!absl::SimpleAtoi(v, &c.slots) || c.slots < 1) return absl::InvalidArgumentError(f);
-    } else if (f == "--reps") {
-      if (!absl::SimpleAtoi(v, &c.reps) || c.reps < 1) return absl::InvalidArgumentError(f);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", f));
-    }
-  }
+  int64_t total_mib = static_cast<int64_t>(c.total >> 20);
+  FlagSet flags("staged_ucx_bench",
+                "Device-to-device chunk throughput over host-only UCX through the staged path, two "
+                "rank processes\non GPU 0, pinned and pageable slots.");
+  flags.StringList("tls", &c.tls, "UCX transports");
+  flags.IntList("chunks", &c.chunks, "chunk sizes in bytes", 1);
+  flags.Int("total_mib", &total_mib, "MiB moved per round", 1, int64_t{1} << 30);
+  flags.Int("slots", &c.slots, "staging slots", 1);
+  flags.Int("reps", &c.reps, "timed rounds", 1);
+  flags.ParseOrExit(argc, argv);
+  c.total = static_cast<size_t>(total_mib) << 20;
   return c;
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<Config> cfg = ParseFlags(argc, argv);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "%s\nusage: %s [--tls tcp,shm] [--chunks B,B,..] [--total_mib M] "
-                 "[--slots S] [--reps R]\n", cfg.status().ToString().c_str(), argv[0]);
-    return 2;
-  }
+  const Config cfg = ParseFlags(argc, argv);
   std::string why;
   if (!workloads::ProbeGpu(&why)) {  // in a child: this process stays free of CUDA for the forks
     std::fprintf(stderr, "staged_ucx_bench needs a GPU: %s\n", why.c_str());
     return 1;
   }
-  std::printf("## staged UCX path, GPU 0 -> GPU 0 across two processes, %d slots, %zu MiB per "
-              "round, rounds: %d (per-chunk times are means)\n",
-              cfg->slots, cfg->total >> 20, cfg->reps);
+  std::printf(
+      "## staged UCX path, GPU 0 -> GPU 0 across two processes, %d slots, %zu MiB per "
+      "round, rounds: %d (per-chunk times are means)\n",
+      cfg.slots, cfg.total >> 20, cfg.reps);
   std::fflush(stdout);  // before forking: a child would otherwise print the buffer again
   int failures = 0;
-  for (const std::string& tls : cfg->tls) {
+  for (const std::string& tls : cfg.tls) {
     for (bool pin : {true, false}) {
-      for (size_t chunk : cfg->chunks) {
+      for (size_t chunk : cfg.chunks) {
         absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
         if (!forked.ok()) return 1;
         const Row row{tls, pin, chunk};
         std::vector<absl::Status> s = workloads::RunRanks(
-            2, absl::Seconds(300), [&](int r) { return BenchRank(r, *forked, *cfg, row); });
+            2, absl::Seconds(300), [&](int r) { return BenchRank(r, *forked, cfg, row); });
         for (size_t r = 0; r < s.size(); ++r) {
           if (s[r].ok()) continue;
           ++failures;

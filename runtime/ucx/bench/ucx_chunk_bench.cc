@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "runtime/base/flags.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ucx/backoff.h"
 #include "runtime/ucx/staged_channel.h"
@@ -422,27 +423,34 @@ int Driver(const char* self, bool quick, int trials, const std::string& perftest
 }
 
 int Main(int argc, char** argv) {
-  std::map<std::string, std::string> kv;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    size_t eq = a.find('=');
-    kv[a.substr(0, eq)] = eq == std::string::npos ? "" : a.substr(eq + 1);
-  }
-  const bool quick = kv.count("--quick") > 0;
-  if (kv["--role"] == "target") {
-    Config cfg{kv["--tls"], kv.count("--fence") > 0, quick};
-    absl::StatusOr<Result> r = RunRank(1, kv["--hub"], cfg);
+  bool quick = false, fence = false, flush = false, full = false;
+  int trials = 5;
+  std::string tls = "tcp,shm", perftest = "ucx_perftest", role, hub;
+  FlagSet flags("ucx_chunk_bench",
+                "Chunk bandwidth and latency of UcxTransport against ucx_perftest, and the staged "
+                "path's overlap.");
+  flags.Bool("quick", &quick, "fewer sizes and iterations; 1 trial unless --trials");
+  flags.Int("trials", &trials, "interleaved trials per side, compared by medians", 1)
+      .DefaultText("5; 1 with --quick");
+  flags.String("tls", &tls, "UCX transports, one table row group each (target: the one)")
+      .Metavar("tcp,shm");
+  flags.String("perftest", &perftest, "the ucx_perftest binary").Metavar("PATH");
+  // The re-executed rank 1 (RunOurs): --role=target --hub=... --tls=... --fence|--flush
+  // --quick|--full.
+  flags.String("role", &role, "internal: 'target' runs rank 1").Metavar("target");
+  flags.String("hub", &hub, "internal (--role=target): bootstrap hub").Metavar("HOST:PORT");
+  flags.Bool("fence", &fence, "internal (--role=target): fence ordering");
+  flags.Bool("flush", &flush, "internal (--role=target): flush ordering (the default)");
+  flags.Bool("full", &full, "internal (--role=target): not --quick");
+  flags.ParseOrExit(argc, argv);
+  if (role == "target") {
+    Config cfg{tls, fence, quick};
+    absl::StatusOr<Result> r = RunRank(1, hub, cfg);
     if (!r.ok()) std::fprintf(stderr, "target: %s\n", r.status().ToString().c_str());
     return r.ok() ? 0 : 1;
   }
-  std::string perftest = kv.count("--perftest") ? kv["--perftest"] : "ucx_perftest";
-  int trials = quick ? 1 : 5;
-  if (kv.count("--trials") && (!absl::SimpleAtoi(kv["--trials"], &trials) || trials < 1)) {
-    std::fprintf(stderr, "--trials wants a positive integer, got '%s'\n", kv["--trials"].c_str());
-    return 2;
-  }
-  std::vector<std::string> transports = {"tcp", "shm"};
-  if (kv.count("--tls")) transports = absl::StrSplit(kv["--tls"], ',', absl::SkipEmpty());
+  if (quick && !flags.WasSet("trials")) trials = 1;
+  std::vector<std::string> transports = absl::StrSplit(tls, ',', absl::SkipEmpty());
   return Driver("/proc/self/exe", quick, trials, perftest, transports);
 }
 
