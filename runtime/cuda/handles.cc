@@ -19,7 +19,7 @@ std::string RetainFailureHint(CUresult result, const char* connections_env) {
       " of them, so fewer clients fit; lower it or run fewer ranks per GPU)");
 }
 
-absl::StatusOr<Context> Context::Retain(int device_ordinal) {
+absl::StatusOr<Context> Context::ForDevice(int device_ordinal) {
   ASSIGN_OR_RETURN(const DriverApi* api, Driver());
   int count = 0;
   CU_RETURN_IF_ERROR(api->cuDeviceGetCount(&count));
@@ -31,28 +31,66 @@ absl::StatusOr<Context> Context::Retain(int device_ordinal) {
   c.api_ = api;
   c.ordinal_ = device_ordinal;
   CU_RETURN_IF_ERROR(api->cuDeviceGet(&c.device_, device_ordinal));
+  return c;
+}
+
+absl::StatusOr<Context> Context::Retain(int device_ordinal) {
+  ASSIGN_OR_RETURN(Context c, ForDevice(device_ordinal));
+  const DriverApi* api = c.api_;
   if (CUresult r = api->cuDevicePrimaryCtxRetain(&c.ctx_, c.device_); r != CUDA_SUCCESS) {
     absl::Status failed = CuError(r, "cuDevicePrimaryCtxRetain", __FILE__, __LINE__);
-    return absl::Status(failed.code(),
-                        absl::StrCat(failed.message(),
-                                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+    return absl::Status(
+        failed.code(),
+        absl::StrCat(failed.message(),
+                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
   }
-  CU_RETURN_IF_ERROR(api->cuCtxSetCurrent(c.ctx_));
-  int major = 0, minor = 0;
-  CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(
-      &c.sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.device_));
-  CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(
-      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c.device_));
-  CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(
-      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c.device_));
-  c.cc_ = major * 10 + minor;
+  RETURN_IF_ERROR(c.Describe());
   return c;
+}
+
+absl::StatusOr<Context> Context::Create(int device_ordinal) {
+  ASSIGN_OR_RETURN(Context c, ForDevice(device_ordinal));
+  c.primary_ = false;
+  if (CUresult r = c.api_->cuCtxCreate(&c.ctx_, nullptr, 0, c.device_); r != CUDA_SUCCESS) {
+    c.ctx_ = nullptr;
+    absl::Status failed = CuError(r, "cuCtxCreate", __FILE__, __LINE__);
+    return absl::Status(
+        failed.code(),
+        absl::StrCat(failed.message(),
+                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+  }
+  RETURN_IF_ERROR(c.Describe());
+  return c;
+}
+
+absl::Status Context::Describe() {
+  CU_RETURN_IF_ERROR(api_->cuCtxSetCurrent(ctx_));
+  int major = 0, minor = 0;
+  CU_RETURN_IF_ERROR(
+      api_->cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_));
+  CU_RETURN_IF_ERROR(
+      api_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_));
+  CU_RETURN_IF_ERROR(
+      api_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_));
+  cc_ = major * 10 + minor;
+  return absl::OkStatus();
+}
+
+void Context::Release() {
+  if (ctx_ == nullptr) return;
+  if (primary_) {
+    CU_LOG_IF_ERROR(api_->cuDevicePrimaryCtxRelease(device_));
+  } else {
+    CU_LOG_IF_ERROR(api_->cuCtxDestroy(ctx_));
+  }
+  ctx_ = nullptr;
 }
 
 Context& Context::operator=(Context&& o) noexcept {
   if (this != &o) {
-    if (ctx_ != nullptr) CU_LOG_IF_ERROR(api_->cuDevicePrimaryCtxRelease(device_));
+    Release();
     api_ = o.api_;
+    primary_ = o.primary_;
     ctx_ = std::exchange(o.ctx_, nullptr);
     device_ = o.device_;
     ordinal_ = o.ordinal_;
@@ -62,9 +100,7 @@ Context& Context::operator=(Context&& o) noexcept {
   return *this;
 }
 
-Context::~Context() {
-  if (ctx_ != nullptr) CU_LOG_IF_ERROR(api_->cuDevicePrimaryCtxRelease(device_));
-}
+Context::~Context() { Release(); }
 
 absl::Status Context::MakeCurrent() const {
   if (ctx_ == nullptr) return absl::FailedPreconditionError("no CUDA context retained");

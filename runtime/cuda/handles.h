@@ -30,10 +30,16 @@ namespace syncopate::cuda {
 // when it is high (measured on an H100: the 4th client at 32 is refused). Empty for other results.
 std::string RetainFailureHint(CUresult result, const char* connections_env);
 
-// A retained primary context of one device; made current on the creating thread.
+// A retained primary context of one device, or a context of its own (Create); made current on
+// the creating thread.
 class Context {
  public:
   static absl::StatusOr<Context> Retain(int device_ordinal);
+  // A new context on the device, apart from the primary one: its streams get hardware queues of
+  // their own, so no work of the primary context's streams is ever queued in front of them
+  // (under MPS it is one more client). Device memory mapped for the device (cuMemMap) and
+  // portable pinned host memory are reachable from both; copies may name either's pointers.
+  static absl::StatusOr<Context> Create(int device_ordinal);
   Context() = default;
   Context(Context&& o) noexcept { *this = std::move(o); }
   Context& operator=(Context&& o) noexcept;
@@ -50,8 +56,15 @@ class Context {
   const DriverApi& api() const { return *api_; }
 
  private:
+  // api_, ordinal_ and device_ of a visible device; no context yet.
+  static absl::StatusOr<Context> ForDevice(int device_ordinal);
+  // Fills sm_count_ and cc_ and makes ctx_ current.
+  absl::Status Describe();
+  void Release();
+
   const DriverApi* api_ = nullptr;
   CUcontext ctx_ = nullptr;
+  bool primary_ = true;  // released with cuDevicePrimaryCtxRelease, else cuCtxDestroy
   CUdevice device_ = 0;
   int ordinal_ = -1;
   int sm_count_ = 0;

@@ -30,8 +30,9 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
     for (size_t c = 0; c < outgoing.size(); ++c) ready_chunk[outgoing[c]] = static_cast<int>(c);
   }
   ASSIGN_OR_RETURN(k->transport_, ucx::UcxTransport::Create(options.transport));
-  ASSIGN_OR_RETURN(k->device_, ProxyDeviceSide::Create(group, plan, std::move(addresses),
-                                                       std::move(ready_chunk)));
+  ASSIGN_OR_RETURN(
+      k->device_, ProxyDeviceSide::Create(group, plan, std::move(addresses), std::move(ready_chunk),
+                                          options.proxy_own_context));
   ucx::ExecutorOptions eo;
   eo.run_intra_node = false;  // the device backends own every intra-node chunk
   eo.transfer_timeout = options.transfer_timeout;
@@ -120,7 +121,8 @@ absl::Status InterNodeKernel::Shutdown() {
   absl::Status down = transport_ != nullptr ? transport_->Shutdown() : absl::OkStatus();
   // Pinned host buffers go only after the transport released its registrations of them.
   transport_.reset();
-  device_.reset();
+  device_.reset();  // with the proxy's own context, which was current during its teardown
+  if (runtime_.group().context().get() != nullptr) (void)runtime_.group().context().MakeCurrent();
   return down;
 }
 

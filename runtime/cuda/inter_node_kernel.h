@@ -26,10 +26,10 @@
 // them in that queue and deadlocked (seen on the H100: InterNodeFaultTest ran past 200 s).
 // Sync() waits for both and reports the proxy's error first (it names the remote peer; the
 // kernel's own timeout would only name the chunk that never came).
-// Still open with one hardware queue: on the copy-engine backend, a step that forwards a chunk
-// received from another node has its side stream wait on a gate the kernel releases only after
-// the proxy's delivery (host -> device copy + signal write, stream work submitted later), which
-// then queues behind that wait: the launch times out (bounded, named). Use the SM backend there.
+// The proxy's own copies (fetches and deliveries) are stream work submitted later still, behind
+// the launch stream's end-of-launch word and the copy engine's gate waits; so they run in a CUDA
+// context of their own (InterNodeOptions::proxy_own_context), whose hardware queues nothing of
+// the group's context can block.
 // A failed epoch breaks the kernel: later launches fail with FailedPrecondition, as the group's.
 //
 // Deadlines: LaunchOptions::timeout bounds the kernel's waits, InterNodeOptions::
@@ -58,6 +58,9 @@ struct InterNodeOptions {
   ucx::TransportOptions transport;  // name and UCX settings (e.g. {{"TLS", "tcp"}})
   absl::Duration transfer_timeout = absl::Seconds(10);  // every proxy wait
   absl::Duration connect_timeout = absl::Seconds(30);
+  // The proxy's device copies run in a CUDA context of their own, so they never queue behind
+  // the launch stream's work (ProxyDeviceSide); false: in the group's context.
+  bool proxy_own_context = true;
 };
 
 class InterNodeKernel {

@@ -12,13 +12,23 @@ namespace syncopate::cuda {
 
 absl::StatusOr<std::unique_ptr<ProxyDeviceSide>> ProxyDeviceSide::Create(
     Group& group, const plan::Plan& plan, std::map<std::string, CUdeviceptr> addresses,
-    std::map<int, int> ready_chunk) {
+    std::map<int, int> ready_chunk, bool own_context) {
   std::unique_ptr<ProxyDeviceSide> side(new ProxyDeviceSide(group, plan));
   side->by_id_ = plan.TransfersById();
   side->addresses_ = std::move(addresses);
   side->ready_chunk_ = std::move(ready_chunk);
   const DriverApi& api = group.api();
-  RETURN_IF_ERROR(group.context().MakeCurrent());
+  if (own_context) {
+    absl::StatusOr<Context> created = Context::Create(group.context().ordinal());
+    (void)group.context().MakeCurrent();
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("rank ", group.rank(), ": the inter-node proxy's context: ",
+                                       created.status().message()));
+    }
+    side->own_context_ = *std::move(created);
+  }
+  RETURN_IF_ERROR(side->context().MakeCurrent());
   for (const plan::BufferSpec& b : plan.buffers) {
     // At least 8 bytes, as the executor registers every buffer.
     const size_t bytes = std::max<size_t>(ucx::BufferBytes(b), 8);
@@ -27,7 +37,13 @@ absl::StatusOr<std::unique_ptr<ProxyDeviceSide>> ProxyDeviceSide::Create(
   }
   ASSIGN_OR_RETURN(side->deliver_stream_, Stream::Create(api));
   ASSIGN_OR_RETURN(side->delivered_, Event::Create(api));
+  RETURN_IF_ERROR(group.context().MakeCurrent());
   return side;
+}
+
+ProxyDeviceSide::~ProxyDeviceSide() {
+  // The streams, events and pinned buffers go in the context that made them.
+  CU_LOG_IF_ERROR(group_.api().cuCtxSetCurrent(context().get()));
 }
 
 std::map<std::string, void*> ProxyDeviceSide::host_buffers() const {
@@ -37,7 +53,7 @@ std::map<std::string, void*> ProxyDeviceSide::host_buffers() const {
 }
 
 absl::Status ProxyDeviceSide::BeginEpoch(CUevent launch_start) {
-  RETURN_IF_ERROR(group_.context().MakeCurrent());
+  RETURN_IF_ERROR(context().MakeCurrent());
   launch_start_ = launch_start;
   CU_RETURN_IF_ERROR(group_.api().cuStreamWaitEvent(deliver_stream_.get(), launch_start, 0));
   return absl::OkStatus();
@@ -112,7 +128,7 @@ absl::Status ProxyDeviceSide::FetchSource(const plan::Transfer& t,
                                           const std::vector<ucx::ByteRange>& ranges, void* host,
                                           absl::Time deadline) {
   const DriverApi& api = group_.api();
-  RETURN_IF_ERROR(group_.context().MakeCurrent());
+  RETURN_IF_ERROR(context().MakeCurrent());
   FetchLane* lane = nullptr;
   {
     absl::MutexLock lock(&lanes_mu_);
@@ -169,7 +185,7 @@ absl::Status ProxyDeviceSide::Deliver(const plan::Transfer& t, uint64_t epoch,
                                       const std::vector<ucx::ByteRange>& ranges,
                                       const void* host) {
   const DriverApi& api = group_.api();
-  RETURN_IF_ERROR(group_.context().MakeCurrent());
+  RETURN_IF_ERROR(context().MakeCurrent());
   ASSIGN_OR_RETURN(CUdeviceptr dst, Address(t.dst_buffer, t));
   CUstream s = deliver_stream_.get();
   for (const ucx::ByteRange& r : ranges) {
@@ -186,7 +202,7 @@ absl::Status ProxyDeviceSide::Deliver(const plan::Transfer& t, uint64_t epoch,
 }
 
 absl::Status ProxyDeviceSide::Drain(absl::Time deadline) {
-  RETURN_IF_ERROR(group_.context().MakeCurrent());
+  RETURN_IF_ERROR(context().MakeCurrent());
   CU_RETURN_IF_ERROR(group_.api().cuEventRecord(delivered_.get(), deliver_stream_.get()));
   return AwaitEvent(delivered_.get(), deadline,
                     absl::StrCat("rank ", group_.rank(), " inter-node deliveries"));

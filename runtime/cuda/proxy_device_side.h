@@ -15,6 +15,15 @@
 //    with the epoch on the same stream (the write carries a fence), so the kernel's tile sees the
 //    chunk exactly as if a local backend had delivered it.
 //
+// Hardware queues: the proxy's copies and signal writes are stream work submitted while the
+// launch they feed runs, after whatever the caller queued behind that launch on its stream (at
+// least the group's end-of-launch word, which waits for the kernel). In the group's context they
+// could share a hardware queue with that work (always with CUDA_DEVICE_MAX_CONNECTIONS=1; with
+// more, whenever the streams outnumber the queues) and wait behind it while the kernel waits for
+// them: measured on an H100, every inter-node launch timed out with one queue, on both backends.
+// So by default the proxy runs in a context of its own (Context::Create), whose streams have
+// queues of their own; `own_context` false keeps the group's (one MPS client fewer).
+//
 // Epochs: BeginEpoch(e) takes an event recorded on the launch stream right before launch e, and
 // every proxy copy of epoch e waits for it: a fetch must not read a source the caller is still
 // writing on that stream, and a delivery must not land in buffers launch e-1 may still read (a
@@ -45,10 +54,12 @@ class ProxyDeviceSide : public ucx::DeviceSide {
  public:
   // `addresses`: this rank's device address of every plan buffer the inter-node chunks touch.
   // `ready_chunk`: transfer id -> index of its chunk_ready word (this rank's outgoing chunks of
-  // the fused kernel). `group` and `plan` must outlive this object.
+  // the fused kernel). `group` and `plan` must outlive this object. `own_context`: see the file
+  // comment. Leaves the group's context current on the calling thread.
   static absl::StatusOr<std::unique_ptr<ProxyDeviceSide>> Create(
       Group& group, const plan::Plan& plan, std::map<std::string, CUdeviceptr> addresses,
-      std::map<int, int> ready_chunk);
+      std::map<int, int> ready_chunk, bool own_context = true);
+  ~ProxyDeviceSide() override;
 
   // The pinned host copies by buffer name: PlanExecutor::Create's `external`.
   std::map<std::string, void*> host_buffers() const;
@@ -75,6 +86,10 @@ class ProxyDeviceSide : public ucx::DeviceSide {
     std::string what;
   };
   ProxyDeviceSide(Group& group, const plan::Plan& plan) : group_(group), plan_(plan) {}
+  // The context of every stream, event and buffer below.
+  const Context& context() const {
+    return own_context_.get() != nullptr ? own_context_ : group_.context();
+  }
   absl::StatusOr<CUdeviceptr> Address(const std::string& buffer, const plan::Transfer& t) const;
   // Reads `words` (on `lane`) until each is >= epoch; DeadlineExceeded naming the first that is
   // not by `deadline`, Aborted once the group aborted the launch.
@@ -83,6 +98,7 @@ class ProxyDeviceSide : public ucx::DeviceSide {
   // Polls `event` until it completes or `deadline`.
   absl::Status AwaitEvent(CUevent event, absl::Time deadline, const std::string& what);
 
+  Context own_context_;  // first: destroyed after everything created in it
   Group& group_;
   const plan::Plan& plan_;
   std::vector<const plan::Transfer*> by_id_;
