@@ -54,15 +54,14 @@ absl::Status LoadInto(DriverApi& api) {
   }
   SYNCOPATE_CU_FOREACH(SYNCOPATE_CU_RESOLVE)
 #undef SYNCOPATE_CU_RESOLVE
-#define SYNCOPATE_CU_RESOLVE_OPTIONAL(name)                                               \
-  {                                                                                       \
-    void* fn = nullptr;                                                                   \
-    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;         \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==        \
-            CUDA_SUCCESS &&                                                               \
-        found == CU_GET_PROC_ADDRESS_SUCCESS) {                                           \
-      api.name = reinterpret_cast<decltype(api.name)>(fn);                                \
-    }                                                                                     \
+#define SYNCOPATE_CU_RESOLVE_OPTIONAL(name)                                                        \
+  {                                                                                                \
+    void* fn = nullptr;                                                                            \
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                   \
+    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) == CUDA_SUCCESS && \
+        found == CU_GET_PROC_ADDRESS_SUCCESS) {                                                    \
+      api.name = reinterpret_cast<decltype(api.name)>(fn);                                         \
+    }                                                                                              \
   }
   SYNCOPATE_CU_FOREACH_OPTIONAL(SYNCOPATE_CU_RESOLVE_OPTIONAL)
 #undef SYNCOPATE_CU_RESOLVE_OPTIONAL

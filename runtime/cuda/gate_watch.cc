@@ -41,8 +41,8 @@ std::string GateWatch::Describe(uint32_t epoch) const {
       continue;
     }
     if (listed++ < 8) {
-      absl::StrAppend(&held, held.empty() ? "" : ", ", "transfer ", gates_[i].transfer,
-                      " to rank ", gates_[i].dst_rank, " (gate at launch ", sampled_[i], ")");
+      absl::StrAppend(&held, held.empty() ? "" : ", ", "transfer ", gates_[i].transfer, " to rank ",
+                      gates_[i].dst_rank, " (gate at launch ", sampled_[i], ")");
     }
   }
   const int total = static_cast<int>(gates_.size());
@@ -53,8 +53,8 @@ std::string GateWatch::Describe(uint32_t epoch) const {
                         "queued behind other GPU work, not waiting for a peer");
   }
   return absl::StrCat("; this rank's kernel had released ", released, " of ", total,
-                      " copy-engine gates of launch ", epoch, " before the wait expired; held: ",
-                      held, listed > 8 ? ", ..." : "");
+                      " copy-engine gates of launch ", epoch,
+                      " before the wait expired; held: ", held, listed > 8 ? ", ..." : "");
 }
 
 }  // namespace syncopate::cuda

@@ -240,7 +240,8 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   if (copy_engine) {
     for (size_t i = 0; i < program.steps.size(); ++i) {
       if (launch.step_gates[i] < 0) continue;
-      gates.push_back({launch.step_gates[i], program.steps[i].transfer, program.steps[i].signal_rank});
+      gates.push_back(
+          {launch.step_gates[i], program.steps[i].transfer, program.steps[i].signal_rank});
     }
   }
   gate_watch_.Arm(std::move(gates));
@@ -276,8 +277,8 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
                                                 sizeof(uint32_t) * launch.step_gates[i]);
         CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, gate, epoch, CU_STREAM_WAIT_VALUE_GEQ));
       }
-      RETURN_IF_ERROR(IssueContiguousCopies(step, s, timeouts.prefer_copy_engines &&
-                                                         epoch != kCaptureEpoch));
+      RETURN_IF_ERROR(
+          IssueContiguousCopies(step, s, timeouts.prefer_copy_engines && epoch != kCaptureEpoch));
       for (const Copy2D& c : step.copies) {
         if (IsContiguous(c)) continue;
         CUDA_MEMCPY2D m;
@@ -435,8 +436,7 @@ absl::Status Group::Sync(CUstream stream) {
     uint32_t failed = host_words().record.expected;
     if (failed == 0) failed = epoch_;
     absl::Status named = WithAbsentPeers(timed_out, failed);
-    return absl::Status(named.code(),
-                        absl::StrCat(named.message(), gate_watch_.Describe(failed)));
+    return absl::Status(named.code(), absl::StrCat(named.message(), gate_watch_.Describe(failed)));
   }
   synced_epoch_ = epoch_;
   return absl::OkStatus();

@@ -21,7 +21,8 @@
 //     host-mapped gate word = e.
 //  3. Copy engine only, submitted after the kernel: side streams (one per plan channel) fork
 //     from S with an event recorded before the kernel; each step waits for its gate word (a
-//     host-mapped word only this process writes), cuMemcpy2DAsync into the peer's mapped buffer,
+//     host-mapped word only this process writes), copies into the peer's mapped buffer (the
+//     step's contiguous ranges as one cuMemcpyBatchAsync, strided ones with cuMemcpy2DAsync),
 //     writes the peer's signal word = e (and drained[] for a pull); S joins them with events.
 //  4. Before the kernel ends (control CTA, or comm CTA 0): every signal of a transfer destined to
 //     this rank arrived, and every rank that pulls from this rank drained it. Then S writes the

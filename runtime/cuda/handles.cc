@@ -19,6 +19,19 @@ std::string RetainFailureHint(CUresult result, const char* connections_env) {
       " of them, so fewer clients fit; lower it or run fewer ranks per GPU)");
 }
 
+namespace {
+
+// A failed context creation, with the MPS connection pool named where it may be the cause.
+absl::Status ContextFailure(CUresult result, const char* call, int line) {
+  absl::Status failed = CuError(result, call, __FILE__, line);
+  return absl::Status(
+      failed.code(),
+      absl::StrCat(failed.message(),
+                   RetainFailureHint(result, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+}
+
+}  // namespace
+
 absl::StatusOr<Context> Context::ForDevice(int device_ordinal) {
   ASSIGN_OR_RETURN(const DriverApi* api, Driver());
   int count = 0;
@@ -36,13 +49,8 @@ absl::StatusOr<Context> Context::ForDevice(int device_ordinal) {
 
 absl::StatusOr<Context> Context::Retain(int device_ordinal) {
   ASSIGN_OR_RETURN(Context c, ForDevice(device_ordinal));
-  const DriverApi* api = c.api_;
-  if (CUresult r = api->cuDevicePrimaryCtxRetain(&c.ctx_, c.device_); r != CUDA_SUCCESS) {
-    absl::Status failed = CuError(r, "cuDevicePrimaryCtxRetain", __FILE__, __LINE__);
-    return absl::Status(
-        failed.code(),
-        absl::StrCat(failed.message(),
-                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+  if (CUresult r = c.api_->cuDevicePrimaryCtxRetain(&c.ctx_, c.device_); r != CUDA_SUCCESS) {
+    return ContextFailure(r, "cuDevicePrimaryCtxRetain", __LINE__);
   }
   RETURN_IF_ERROR(c.Describe());
   return c;
@@ -53,11 +61,7 @@ absl::StatusOr<Context> Context::Create(int device_ordinal) {
   c.primary_ = false;
   if (CUresult r = c.api_->cuCtxCreate(&c.ctx_, nullptr, 0, c.device_); r != CUDA_SUCCESS) {
     c.ctx_ = nullptr;
-    absl::Status failed = CuError(r, "cuCtxCreate", __FILE__, __LINE__);
-    return absl::Status(
-        failed.code(),
-        absl::StrCat(failed.message(),
-                     RetainFailureHint(r, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"))));
+    return ContextFailure(r, "cuCtxCreate", __LINE__);
   }
   RETURN_IF_ERROR(c.Describe());
   return c;

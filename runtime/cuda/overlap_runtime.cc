@@ -341,8 +341,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
     BoundKernel& bound, const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return group_->CaptureGraph(*l, LaunchSettings{options.timeout, 0, options.dynamic_tiles,
-                                                     options.prefer_copy_engines});
+  return group_->CaptureGraph(
+      *l, LaunchSettings{options.timeout, 0, options.dynamic_tiles, options.prefer_copy_engines});
 }
 
 }  // namespace syncopate::cuda
