@@ -28,31 +28,8 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
     echo "   FAILED (exit $?); last lines:"; tail -n 25 "$out/$name.log"; failed+=("$name")
   fi
 }
-mps_up=0
-mps_start() {
-  export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d /tmp/syncopate-mps-pipe.XXXXXX)
-  export CUDA_MPS_LOG_DIRECTORY=$(mktemp -d /tmp/syncopate-mps-log.XXXXXX)
-  nvidia-cuda-mps-control -d && mps_up=1 && sleep 1
-}
-mps_stop() {
-  if ((mps_up)); then echo quit | nvidia-cuda-mps-control; mps_up=0; sleep 1; fi
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-}
-trap mps_stop EXIT
-# in_mode MODE COMMAND...: the command with the mode's environment (MPS started around it).
-in_mode() {
-  local mode=$1; shift
-  local kind=${mode%%:*} conns=${mode##*:}
-  if [[ $kind == mps ]]; then
-    mps_start || { echo "   MPS did not start"; return 1; }
-    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${MPS_PCT:-50} CUDA_DEVICE_MAX_CONNECTIONS=$conns \
-      timeout "${STEP_TIMEOUT:-300}" "$@"
-    local rc=$?
-    mps_stop
-    return $rc
-  fi
-  CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout "${STEP_TIMEOUT:-300}" "$@"
-}
+# MPS around a command and the concurrency modes (ts:<c>, mps:<c>).
+source scripts/gpu-modes.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'}
 if [[ -z ${SKIP_FULL:-} ]]; then
