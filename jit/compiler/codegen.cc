@@ -193,7 +193,6 @@ std::vector<std::string> SpecLines(const KernelSpec& spec, const std::vector<Ope
   return lines;
 }
 
-// The call of the user's kernel template, shared by the fused and local entries.
 // True when no transfer on any rank waits for a tile: no outgoing chunk has producer tiles and
 // no landing guard exists. Comm CTAs may then compute tiles after their program without a
 // deadlock (no comm step ever waits for work dealt to a comm CTA, on this rank or a peer).
@@ -207,6 +206,7 @@ bool CommIndependentOfTiles(const LoweredSchedule& lw) {
   return true;
 }
 
+// The call of the user's kernel template, shared by the fused and local entries.
 std::string KernelCall(const KernelSpec& spec, absl::string_view schedule_type) {
   std::string out;
   absl::StrAppend(&out, "  ", spec.entry, "<", schedule_type);
@@ -262,10 +262,23 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const plan::Plan& plan, cons
   return GenerateFusedKernel(lowered, spec, kernel_source, options);
 }
 
-absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
-                                                    const KernelSpec& spec,
-                                                    std::string_view kernel_source,
-                                                    const CodegenOptions& options) {
+namespace {
+
+// The fused kernel's tables as rows, every rank's concatenated in rank order, with a comment
+// label where each group of rows (a rank's, a transfer's) begins.
+struct FusedTables {
+  using Groups = std::vector<std::pair<size_t, std::string>>;
+  std::vector<int64_t> tile_order, wait_offsets, out_offsets, tile_out, out_base, chan_base,
+      chan_ops;
+  std::vector<std::vector<int64_t>> waits, out_chunks, prog_ops, deps, segments;
+  Groups g_order, g_woff, g_waits, g_ooff, g_tout, g_chunks, g_prog, g_deps, g_segs;
+  std::vector<std::pair<int64_t, int64_t>> seg_range;  // by transfer id: its rows of `segments`
+};
+
+// The schedule was lowered for this spec (tile grid, one schedule per rank), for the node map
+// the options name, and carries a record for every transfer it has segments for.
+absl::Status CheckLoweredForSpec(const LoweredSchedule& lw, const KernelSpec& spec,
+                                 const CodegenOptions& options) {
   RETURN_IF_ERROR(ValidateKernelSpec(spec));
   if (lw.num_tiles != spec.num_tiles() || static_cast<int>(lw.ranks.size()) != lw.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -278,164 +291,205 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
                                                    "the lowered schedule's [",
                                                    absl::StrJoin(lw.nodes, ", "), "]"));
   }
-  const bool multi_node = SpansNodes(lw.nodes);
-  const std::string node_text = absl::StrJoin(lw.nodes, " ");
-  GeneratedKernel k;
-  const std::string spec_text = FormatKernelSpec(spec);
-  std::string identity = absl::StrCat(lw.plan_hash, "\n", spec_text, "\n", ToAbsl(kernel_source));
-  if (multi_node) absl::StrAppend(&identity, "\nnodes ", node_text);
-  k.entry_symbol =
-      absl::StrCat("syncopate_fused_", ShortName(spec.entry), "_", ShortHash(identity));
-  const int world = lw.world_size;
-  const int tiles = lw.num_tiles;
-
-  // ---- tables ----
-  std::vector<int64_t> tile_order, wait_offsets, out_offsets, tile_out, out_base, chan_base,
-      chan_ops;
-  std::vector<std::vector<int64_t>> waits, out_chunks, prog_ops, deps, segments;
-  std::vector<std::pair<size_t, std::string>> g_order, g_woff, g_waits, g_ooff, g_tout, g_chunks,
-      g_prog, g_deps, g_segs;
-  // Segments of every transfer, by id.
-  std::vector<std::pair<int64_t, int64_t>> seg_range(lw.segments.size());
-  for (size_t id = 0; id < lw.segments.size(); ++id) {
-    if (!lw.segments[id].empty()) g_segs.push_back({segments.size(), absl::StrCat("transfer ", id)});
-    seg_range[id].first = static_cast<int64_t>(segments.size());
-    for (const CopySegment& s : lw.segments[id]) {
-      segments.push_back({s.src_offset_bytes, s.dst_offset_bytes, s.row_bytes, s.rows,
-                          s.src_pitch_bytes, s.dst_pitch_bytes});
-    }
-    seg_range[id].second = static_cast<int64_t>(segments.size());
-  }
-
   if (lw.transfers.size() != lw.segments.size()) {
     return absl::InternalError("lowered schedule lacks transfer records");
   }
-  auto op_row = [&](int id, int dep_begin, int dep_end, int ready_chunk, int producers,
-                    int kind) -> absl::StatusOr<std::vector<int64_t>> {
-    const LoweredTransfer& t = lw.transfers[id];
-    const int src_slot = SlotOfBuffer(lw.slots, t.src_buffer);
-    const int dst_slot = SlotOfBuffer(lw.slots, t.dst_buffer);
-    if (src_slot < 0 || dst_slot < 0) {
-      return absl::InternalError(absl::StrCat("transfer ", id, ": buffer without operand slot"));
-    }
-    return std::vector<int64_t>{id, src_slot, dst_slot, t.src_rank, t.dst_rank, t.signal,
-                                ReduceCode(t.reduce), DeviceDTypeCode(t.dtype),
-                                seg_range[id].first, seg_range[id].second, dep_begin, dep_end,
-                                ready_chunk, producers, kind};
-  };
+  return absl::OkStatus();
+}
 
-  for (const RankSchedule& rs : lw.ranks) {
-    const std::string r = absl::StrCat("rank ", rs.rank);
-    g_order.push_back({tile_order.size(), r});
-    for (int t : rs.tile_order) tile_order.push_back(t);
-    g_woff.push_back({wait_offsets.size(), r});
-    g_waits.push_back({waits.size(), r});
-    g_ooff.push_back({out_offsets.size(), r});
-    g_tout.push_back({tile_out.size(), r});
-    for (int t = 0; t < tiles; ++t) {
-      wait_offsets.push_back(static_cast<int64_t>(waits.size()));
-      for (const TileWait& w : rs.waits[t]) waits.push_back({w.signal, rs.rank, w.transfer, w.peer});
-      out_offsets.push_back(static_cast<int64_t>(tile_out.size()));
-      for (int c : rs.tile_outgoing[t]) tile_out.push_back(c);
+// The entry symbol hashes everything the source depends on, so different plans, specs, kernel
+// sources or multi-node maps never share a symbol (or a cache key).
+std::string FusedEntrySymbol(const LoweredSchedule& lw, const KernelSpec& spec,
+                             std::string_view kernel_source) {
+  std::string identity =
+      absl::StrCat(lw.plan_hash, "\n", FormatKernelSpec(spec), "\n", ToAbsl(kernel_source));
+  if (SpansNodes(lw.nodes)) absl::StrAppend(&identity, "\nnodes ", absl::StrJoin(lw.nodes, " "));
+  return absl::StrCat("syncopate_fused_", ShortName(spec.entry), "_", ShortHash(identity));
+}
+
+// Copy segments of every transfer, by id, and each transfer's row range of them.
+void AddSegmentRows(const LoweredSchedule& lw, FusedTables& t) {
+  t.seg_range.resize(lw.segments.size());
+  for (size_t id = 0; id < lw.segments.size(); ++id) {
+    if (!lw.segments[id].empty()) {
+      t.g_segs.push_back({t.segments.size(), absl::StrCat("transfer ", id)});
     }
-    out_base.push_back(static_cast<int64_t>(out_chunks.size()));
-    g_chunks.push_back({out_chunks.size(), r});
-    for (const OutgoingChunk& c : rs.outgoing) {
-      ASSIGN_OR_RETURN(auto row, op_row(c.transfer, 0, 0, -1, c.producers, c.direct ? 1 : 0));
-      out_chunks.push_back(std::move(row));
+    t.seg_range[id].first = static_cast<int64_t>(t.segments.size());
+    for (const CopySegment& s : lw.segments[id]) {
+      t.segments.push_back({s.src_offset_bytes, s.dst_offset_bytes, s.row_bytes, s.rows,
+                            s.src_pitch_bytes, s.dst_pitch_bytes});
     }
-    for (const LandingGuard& g : rs.guards) {
-      ASSIGN_OR_RETURN(auto row, op_row(g.transfer, 0, 0, -1, g.producers, 2));
-      row[5] = g.signal;  // the guard's own word on this rank, not the transfer's signal
-      out_chunks.push_back(std::move(row));
+    t.seg_range[id].second = static_cast<int64_t>(t.segments.size());
+  }
+}
+
+// One syncopate::TransferOp row for plan transfer `id` (the fields kOutChunks' comment lists).
+absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
+                                                   const FusedTables& tables, int id, int dep_begin,
+                                                   int dep_end, int ready_chunk, int producers,
+                                                   int kind) {
+  const LoweredTransfer& t = lw.transfers[id];
+  const int src_slot = SlotOfBuffer(lw.slots, t.src_buffer);
+  const int dst_slot = SlotOfBuffer(lw.slots, t.dst_buffer);
+  if (src_slot < 0 || dst_slot < 0) {
+    return absl::InternalError(absl::StrCat("transfer ", id, ": buffer without operand slot"));
+  }
+  const auto [seg_begin, seg_end] = tables.seg_range[id];
+  const int reduce = ReduceCode(t.reduce);
+  const int dtype = DeviceDTypeCode(t.dtype);
+  return std::vector<int64_t>{id,        src_slot, dst_slot,    t.src_rank, t.dst_rank,
+                              t.signal,  reduce,   dtype,       seg_begin,  seg_end,
+                              dep_begin, dep_end,  ready_chunk, producers,  kind};
+}
+
+// Rank rs's tile order, wait sets and the chunks each tile counts into.
+void AddTileRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables& t) {
+  const std::string r = absl::StrCat("rank ", rs.rank);
+  t.g_order.push_back({t.tile_order.size(), r});
+  for (int tile : rs.tile_order) t.tile_order.push_back(tile);
+  t.g_woff.push_back({t.wait_offsets.size(), r});
+  t.g_waits.push_back({t.waits.size(), r});
+  t.g_ooff.push_back({t.out_offsets.size(), r});
+  t.g_tout.push_back({t.tile_out.size(), r});
+  for (int tile = 0; tile < lw.num_tiles; ++tile) {
+    t.wait_offsets.push_back(static_cast<int64_t>(t.waits.size()));
+    for (const TileWait& w : rs.waits[tile]) {
+      t.waits.push_back({w.signal, rs.rank, w.transfer, w.peer});
     }
-    chan_base.push_back(static_cast<int64_t>(chan_ops.size()));
-    g_prog.push_back({prog_ops.size(), r});
-    g_deps.push_back({deps.size(), r});
-    for (const auto& channel : rs.program) {
-      if (channel.empty()) continue;  // only channels with steps get a comm CTA
-      chan_ops.push_back(static_cast<int64_t>(prog_ops.size()));
-      for (const ProgramStep& step : channel) {
-        const int dep_begin = static_cast<int>(deps.size());
-        for (int d : step.deps) {
-          const LoweredTransfer& dt = lw.transfers[d];
-          deps.push_back({dt.signal, dt.dst_rank, d, dt.rank});
-        }
-        for (const GuardRef& g : step.guards) deps.push_back({g.signal, g.rank, step.transfer, g.rank});
-        ASSIGN_OR_RETURN(auto row, op_row(step.transfer, dep_begin, static_cast<int>(deps.size()),
-                                          step.ready_chunk, 0, 0));
-        prog_ops.push_back(std::move(row));
+    t.out_offsets.push_back(static_cast<int64_t>(t.tile_out.size()));
+    for (int c : rs.tile_outgoing[tile]) t.tile_out.push_back(c);
+  }
+}
+
+// Rank rs's outgoing chunks, then its landing guards (kind 2, the guard's own signal word).
+absl::Status AddChunkRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables& t) {
+  t.out_base.push_back(static_cast<int64_t>(t.out_chunks.size()));
+  t.g_chunks.push_back({t.out_chunks.size(), absl::StrCat("rank ", rs.rank)});
+  for (const OutgoingChunk& c : rs.outgoing) {
+    ASSIGN_OR_RETURN(auto row,
+                     TransferOpRow(lw, t, c.transfer, 0, 0, -1, c.producers, c.direct ? 1 : 0));
+    t.out_chunks.push_back(std::move(row));
+  }
+  for (const LandingGuard& g : rs.guards) {
+    ASSIGN_OR_RETURN(auto row, TransferOpRow(lw, t, g.transfer, 0, 0, -1, g.producers, 2));
+    row[5] = g.signal;  // the guard's own word on this rank, not the transfer's signal
+    t.out_chunks.push_back(std::move(row));
+  }
+  return absl::OkStatus();
+}
+
+// Rank rs's transfer program: its non-empty channels' steps, each with its deps and guards.
+absl::Status AddProgramRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables& t) {
+  const std::string r = absl::StrCat("rank ", rs.rank);
+  t.chan_base.push_back(static_cast<int64_t>(t.chan_ops.size()));
+  t.g_prog.push_back({t.prog_ops.size(), r});
+  t.g_deps.push_back({t.deps.size(), r});
+  for (const auto& channel : rs.program) {
+    if (channel.empty()) continue;  // only channels with steps get a comm CTA
+    t.chan_ops.push_back(static_cast<int64_t>(t.prog_ops.size()));
+    for (const ProgramStep& step : channel) {
+      const int dep_begin = static_cast<int>(t.deps.size());
+      for (int d : step.deps) {
+        const LoweredTransfer& dt = lw.transfers[d];
+        t.deps.push_back({dt.signal, dt.dst_rank, d, dt.rank});
       }
+      for (const GuardRef& g : step.guards) {
+        t.deps.push_back({g.signal, g.rank, step.transfer, g.rank});
+      }
+      ASSIGN_OR_RETURN(
+          auto row, TransferOpRow(lw, t, step.transfer, dep_begin, static_cast<int>(t.deps.size()),
+                                  step.ready_chunk, 0, 0));
+      t.prog_ops.push_back(std::move(row));
     }
   }
-  wait_offsets.push_back(static_cast<int64_t>(waits.size()));
-  out_offsets.push_back(static_cast<int64_t>(tile_out.size()));
-  out_base.push_back(static_cast<int64_t>(out_chunks.size()));
-  chan_base.push_back(static_cast<int64_t>(chan_ops.size()));
-  chan_ops.push_back(static_cast<int64_t>(prog_ops.size()));
+  return absl::OkStatus();
+}
 
-  // ---- source ----
+// Every table of the fused kernel; offset tables end with one past-the-end entry.
+absl::StatusOr<FusedTables> BuildFusedTables(const LoweredSchedule& lw) {
+  FusedTables t;
+  AddSegmentRows(lw, t);
+  for (const RankSchedule& rs : lw.ranks) {
+    AddTileRows(lw, rs, t);
+    RETURN_IF_ERROR(AddChunkRows(lw, rs, t));
+    RETURN_IF_ERROR(AddProgramRows(lw, rs, t));
+  }
+  t.wait_offsets.push_back(static_cast<int64_t>(t.waits.size()));
+  t.out_offsets.push_back(static_cast<int64_t>(t.tile_out.size()));
+  t.out_base.push_back(static_cast<int64_t>(t.out_chunks.size()));
+  t.chan_base.push_back(static_cast<int64_t>(t.chan_ops.size()));
+  t.chan_ops.push_back(static_cast<int64_t>(t.prog_ops.size()));
+  return t;
+}
+
+// The header comment: what the source was generated from, down to the entry symbol.
+std::vector<std::string> FusedHeaderLines(const LoweredSchedule& lw, const KernelSpec& spec,
+                                          const std::string& entry_symbol) {
   std::vector<std::string> header = {
       "Generated by Syncopate's overlap compiler. Do not edit; regenerate from the plan and spec.",
       "",
       absl::StrCat("plan:    \"", lw.plan_name, "\" (hash ", lw.plan_hash, ")"),
-      absl::StrCat("ranks:   ", world, " (tables for every rank, indexed by args.rank)"),
+      absl::StrCat("ranks:   ", lw.world_size, " (tables for every rank, indexed by args.rank)"),
   };
-  if (multi_node) {
-    header.push_back(absl::StrCat("nodes:   ", node_text,
+  if (SpansNodes(lw.nodes)) {
+    header.push_back(absl::StrCat("nodes:   ", absl::StrJoin(lw.nodes, " "),
                                   " (node of each rank; the host proxy moves inter-node chunks)"));
   }
   for (std::string& line : SpecLines(spec, lw.slots)) header.push_back(std::move(line));
-  header.push_back(absl::StrCat("entry:   extern \"C\" __global__ void ", k.entry_symbol,
+  header.push_back(absl::StrCat("entry:   extern \"C\" __global__ void ", entry_symbol,
                                 "(syncopate::FusedLaunchArgs args)"));
-  std::string& src = k.source;
-  src = Prologue(header, spec, kernel_source, options);
+  return header;
+}
 
-  absl::StrAppend(&src, "namespace syncopate_generated {\n\n");
+// The tables as __device__ arrays, each with a comment saying how the schedule indexes it.
+void EmitTableArrays(const FusedTables& t, std::string& src) {
   absl::StrAppend(&src,
                   "// Tile execution order per rank: canonical tile ids (m * kTilesN + n), waves "
                   "by estimated chunk\n// arrival, the kernel's own swizzle inside a wave. Rank r "
                   "at [r * kNumTiles, (r + 1) * kNumTiles).\n");
-  EmitIntArray(src, "int kTileOrder", tile_order, g_order);
+  EmitIntArray(src, "int kTileOrder", t.tile_order, t.g_order);
   absl::StrAppend(&src,
                   "\n// Wait sets: kWaits[kWaitOffsets[r * kNumTiles + tile] .. next) are the "
                   "signals tile `tile` of\n// rank r waits for.\n");
-  EmitIntArray(src, "int kWaitOffsets", wait_offsets, g_woff);
+  EmitIntArray(src, "int kWaitOffsets", t.wait_offsets, t.g_woff);
   absl::StrAppend(&src, "// {signal, signal rank, plan transfer, delivering peer}\n");
-  EmitStructArray(src, "WaitEntry", "kWaits", waits, 4, 4, g_waits);
+  EmitStructArray(src, "WaitEntry", "kWaits", t.waits, 4, 4, t.g_waits);
   absl::StrAppend(&src,
                   "\n// Outgoing chunks each tile writes: kTileOut[kOutOffsets[r * kNumTiles + "
                   "tile] .. next) are\n// rank-local chunk indices (chunk_counters / chunk_ready "
                   "words).\n");
-  EmitIntArray(src, "int kOutOffsets", out_offsets, g_ooff);
-  EmitIntArray(src, "int kTileOut", tile_out, g_tout);
+  EmitIntArray(src, "int kOutOffsets", t.out_offsets, t.g_ooff);
+  EmitIntArray(src, "int kTileOut", t.tile_out, t.g_tout);
   absl::StrAppend(&src,
                   "\n// Outgoing chunks of rank r: kOutChunks[kOutBase[r] .. kOutBase[r + 1]).\n");
-  EmitIntArray(src, "int kOutBase", out_base);
+  EmitIntArray(src, "int kOutBase", t.out_base);
   absl::StrAppend(&src,
                   "// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce, dtype, "
                   "segments begin, end,\n//  deps begin, end, ready chunk, producers, kind (0 "
                   "publish, 1 direct move, 2 landing guard)}\n");
-  EmitStructArray(src, "TransferOp", "kOutChunks", out_chunks, 15, 1, g_chunks);
+  EmitStructArray(src, "TransferOp", "kOutChunks", t.out_chunks, 15, 1, t.g_chunks);
   absl::StrAppend(&src,
                   "\n// Transfer program (SM backend): rank r's channels are kChanOps[kChanBase[r] "
                   ".. kChanBase[r + 1]);\n// channel g's steps are kProgOps[kChanOps[g] .. "
                   "kChanOps[g + 1]), in plan order.\n");
-  EmitIntArray(src, "int kChanBase", chan_base);
-  EmitIntArray(src, "int kChanOps", chan_ops);
-  EmitStructArray(src, "TransferOp", "kProgOps", prog_ops, 15, 1, g_prog);
+  EmitIntArray(src, "int kChanBase", t.chan_base);
+  EmitIntArray(src, "int kChanOps", t.chan_ops);
+  EmitStructArray(src, "TransferOp", "kProgOps", t.prog_ops, 15, 1, t.g_prog);
   absl::StrAppend(&src, "// Step dependencies: {signal, signal rank, plan transfer, executing rank}\n");
-  EmitStructArray(src, "WaitEntry", "kDeps", deps, 4, 4, g_deps);
+  EmitStructArray(src, "WaitEntry", "kDeps", t.deps, 4, 4, t.g_deps);
   absl::StrAppend(&src,
                   "\n// Copy segments of every plan transfer: {src offset, dst offset, row bytes, "
                   "rows, src pitch, dst pitch}\n");
-  EmitStructArray(src, "CopySegment", "kSegments", segments, 6, 1, g_segs);
+  EmitStructArray(src, "CopySegment", "kSegments", t.segments, 6, 1, t.g_segs);
+}
 
+// struct Tables: the constants and accessors FusedSchedule<Tables> reads.
+void EmitTablesStruct(const LoweredSchedule& lw, const KernelSpec& spec, std::string& src) {
   absl::StrAppend(&src, "\nstruct Tables {\n");
-  absl::StrAppend(&src, "  static constexpr int kWorldSize = ", world, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kWorldSize = ", lw.world_size, ";\n");
   absl::StrAppend(&src, "  static constexpr int kTilesM = ", lw.tiles_m, ";\n");
   absl::StrAppend(&src, "  static constexpr int kTilesN = ", lw.tiles_n, ";\n");
-  absl::StrAppend(&src, "  static constexpr int kNumTiles = ", tiles, ";\n");
+  absl::StrAppend(&src, "  static constexpr int kNumTiles = ", lw.num_tiles, ";\n");
   absl::StrAppend(&src, "  static constexpr int kGroupM = ", spec.group_m, ";\n");
   absl::StrAppend(&src, "  static constexpr bool kCommJoinsCompute = ",
                   CommIndependentOfTiles(lw) ? "true" : "false", ";\n");
@@ -452,10 +506,14 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
     absl::StrAppend(&src, "  static SYNCOPATE_DEVICE const ", accessors[i].first, "* ",
                     accessors[i].second, "() { return ", arrays[i], "; }\n");
   }
-  absl::StrAppend(&src, "};\n\n}  // namespace syncopate_generated\n\n");
+  absl::StrAppend(&src, "};\n");
+}
 
-  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", spec.block_threads, ")\n",
-                  k.entry_symbol, "(syncopate::FusedLaunchArgs args) {\n");
+// The entry: comm CTAs run the transfer program, control CTAs the gates and tails, compute CTAs
+// the user's kernel over FusedSchedule<Tables>.
+void EmitFusedEntry(const KernelSpec& spec, const std::string& entry_symbol, std::string& src) {
+  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", spec.block_threads,
+                  ")\n", entry_symbol, "(syncopate::FusedLaunchArgs args) {\n");
   absl::StrAppend(&src, "  using Tables = syncopate_generated::Tables;\n");
   absl::StrAppend(&src, "  using Schedule = syncopate::FusedSchedule<Tables>;\n");
   absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
@@ -469,12 +527,13 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   absl::StrAppend(&src, "  schedule.PublishUnproducedChunks();\n");
   absl::StrAppend(&src, KernelCall(spec, "Schedule"));
   absl::StrAppend(&src, "}\n");
+}
 
-  k.headers = DeviceHeaders();
-  LaunchMetadata& md = k.metadata;
+// What the runtime needs to launch and feed the fused kernel (codegen.h's LaunchMetadata).
+void FillFusedMetadata(const LoweredSchedule& lw, const KernelSpec& spec, LaunchMetadata& md) {
   FillMetadata(spec, md);
   md.fused = true;
-  md.world_size = world;
+  md.world_size = lw.world_size;
   md.num_signals = lw.max_signals;
   md.num_outgoing_chunks = lw.max_outgoing;
   md.num_plan_signals = lw.plan_signals;
@@ -490,6 +549,29 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   md.suggested_comm_ctas = lw.max_program_channels;
   md.operands = lw.slots;
   md.plan_hash = lw.plan_hash;
+}
+
+}  // namespace
+
+absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
+                                                    const KernelSpec& spec,
+                                                    std::string_view kernel_source,
+                                                    const CodegenOptions& options) {
+  RETURN_IF_ERROR(CheckLoweredForSpec(lw, spec, options));
+  GeneratedKernel k;
+  k.entry_symbol = FusedEntrySymbol(lw, spec, kernel_source);
+  ASSIGN_OR_RETURN(const FusedTables tables, BuildFusedTables(lw));
+
+  std::string& src = k.source;
+  src = Prologue(FusedHeaderLines(lw, spec, k.entry_symbol), spec, kernel_source, options);
+  absl::StrAppend(&src, "namespace syncopate_generated {\n\n");
+  EmitTableArrays(tables, src);
+  EmitTablesStruct(lw, spec, src);
+  absl::StrAppend(&src, "\n}  // namespace syncopate_generated\n\n");
+  EmitFusedEntry(spec, k.entry_symbol, src);
+
+  k.headers = DeviceHeaders();
+  FillFusedMetadata(lw, spec, k.metadata);
   return k;
 }
 

@@ -148,6 +148,320 @@ struct OperandFootprints {
   std::vector<plan::Region> tiles;  // by canonical tile id
 };
 
+// What the per-rank passes read, fixed before the first rank is scheduled.
+struct TileFacts {
+  int num_tiles = 0;
+  std::vector<int> depth;    // by transfer id: estimated arrival step (ArrivalDepths)
+  std::vector<int> swizzle;  // the kernel's own tile order
+  std::vector<OperandFootprints> consumed, produced;
+};
+
+// The plan's transfers by id, once the ids are dense, every transfer sets a signal and names
+// ranks inside the world: the tables index by all three.
+absl::StatusOr<std::vector<const plan::Transfer*>> CheckedTransfers(const plan::Plan& plan) {
+  if (plan.world_size < 1 || plan.world_size > kMaxRanks ||
+      static_cast<int>(plan.ranks.size()) != plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name, "\": world size ",
+                                                   plan.world_size, " with ", plan.ranks.size(),
+                                                   " rank plans (need 1..", kMaxRanks, ", equal)"));
+  }
+  std::vector<const plan::Transfer*> by_id = plan.TransfersById();
+  for (size_t id = 0; id < by_id.size(); ++id) {
+    const plan::Transfer* t = by_id[id];
+    if (t == nullptr || t->id != static_cast<int>(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan \"", plan.name, "\": transfer ids are not dense (missing ", id, ")"));
+    }
+    if (t->signal < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan \"", plan.name, "\": transfer ", id, " sets no signal"));
+    }
+    if (t->rank < 0 || t->rank >= plan.world_size || t->peer < 0 || t->peer >= plan.world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name, "\": transfer ", id,
+                                                     " names a rank outside 0..",
+                                                     plan.world_size - 1));
+    }
+  }
+  return by_id;
+}
+
+// Arrival depths, footprints of the consumed and produced operands per tile, and the swizzle.
+absl::StatusOr<TileFacts> BuildTileFacts(const plan::Plan& plan,
+                                         const std::vector<const plan::Transfer*>& by_id,
+                                         const KernelSpec& spec, const LoweredSchedule& out) {
+  TileFacts facts;
+  facts.num_tiles = out.num_tiles;
+  ASSIGN_OR_RETURN(facts.depth, ArrivalDepths(plan, by_id));
+  for (const OperandSpec* op : spec.Operands()) {
+    if (op->role == OperandRole::kLocal) continue;
+    OperandFootprints f{op, {}};
+    f.tiles.resize(out.num_tiles);
+    for (int m = 0; m < out.tiles_m; ++m) {
+      for (int n = 0; n < out.tiles_n; ++n) f.tiles[m * out.tiles_n + n] = op->Footprint(m, n);
+    }
+    (op->role == OperandRole::kConsumed ? facts.consumed : facts.produced).push_back(std::move(f));
+  }
+  facts.swizzle.resize(out.num_tiles);
+  for (int i = 0; i < out.num_tiles; ++i) {
+    facts.swizzle[i] = static_cast<int>(SwizzledTile(i, out.tiles_m, out.tiles_n, spec.group_m));
+  }
+  return facts;
+}
+
+// Transfer records and copy descriptors of every transfer, by id; inter-node transfers checked
+// against what the host proxy can carry; plan_signals (guards take the words after it).
+absl::Status LowerTransfers(const plan::Plan& plan, const std::vector<const plan::Transfer*>& by_id,
+                            const std::vector<int>& nodes, LoweredSchedule& out) {
+  out.segments.resize(by_id.size());
+  for (size_t id = 0; id < by_id.size(); ++id) {
+    const plan::Transfer& t = *by_id[id];
+    out.transfers.push_back(LoweredTransfer{
+        t.id, t.rank, t.src_rank(), t.dst_rank(), t.signal, t.src_buffer, t.dst_buffer, t.reduce,
+        plan.FindBuffer(t.src_buffer) != nullptr ? plan.FindBuffer(t.src_buffer)->dtype
+                                                 : plan::DType::kF32,
+        nodes[t.src_rank()] != nodes[t.dst_rank()]});
+    ASSIGN_OR_RETURN(out.segments[id], BuildCopyDescriptors(plan, *by_id[id]));
+    if (out.transfers[id].inter_node) RETURN_IF_ERROR(CheckProxied(plan, by_id, nodes, t));
+  }
+  for (const plan::Transfer* t : by_id) {
+    out.plan_signals = std::max(out.plan_signals, t->signal + 1);
+  }
+  return absl::OkStatus();
+}
+
+// Wait sets of rank r's tiles (ascending signal) and each tile's wave: the latest estimated
+// arrival among the chunks it reads.
+void AddTileWaits(int r, const std::vector<const plan::Transfer*>& by_id, const TileFacts& facts,
+                  RankSchedule& rs) {
+  for (const plan::Transfer* t : by_id) {
+    if (t->dst_rank() != r) continue;
+    rs.num_signals = std::max(rs.num_signals, t->signal + 1);
+    for (int tile = 0; tile < facts.num_tiles; ++tile) {
+      for (const OperandFootprints& f : facts.consumed) {
+        if (f.op->buffer != t->dst_buffer || !f.tiles[tile].Intersects(t->dst_region)) continue;
+        rs.waits[tile].push_back(TileWait{t->signal, t->id, t->src_rank()});
+        rs.tile_wave[tile] = std::max(rs.tile_wave[tile], facts.depth[t->id]);
+        break;  // several operands on one buffer: one wait suffices
+      }
+    }
+  }
+  for (auto& w : rs.waits) {
+    std::sort(w.begin(), w.end(), [](const TileWait& a, const TileWait& b) {
+      return a.signal != b.signal ? a.signal < b.signal : a.transfer < b.transfer;
+    });
+  }
+}
+
+// Tiles writing `region` of `buffer` through a produced operand, ascending.
+std::vector<int> ProducerTiles(const TileFacts& facts, const std::string& buffer,
+                               const plan::Region& region) {
+  std::vector<int> tiles;
+  for (int tile = 0; tile < facts.num_tiles; ++tile) {
+    for (const OperandFootprints& f : facts.produced) {
+      if (f.op->buffer == buffer && f.tiles[tile].Intersects(region)) {
+        tiles.push_back(tile);
+        break;
+      }
+    }
+  }
+  return tiles;
+}
+
+// Landing guards: incoming reductions (or any writes) onto data rank r computes, each with its
+// own signal word after the plan's; recorded in guard_of_transfer for the transfer's executor.
+void AddLandingGuards(int r, const std::vector<const plan::Transfer*>& by_id,
+                      const TileFacts& facts, int plan_signals, RankSchedule& rs,
+                      std::map<int, GuardRef>& guard_of_transfer) {
+  for (const plan::Transfer* t : by_id) {
+    if (t->dst_rank() != r) continue;
+    std::vector<int> tiles = ProducerTiles(facts, t->dst_buffer, t->dst_region);
+    if (tiles.empty()) continue;
+    LandingGuard g;
+    g.transfer = t->id;
+    g.signal = plan_signals + static_cast<int>(rs.guards.size());
+    g.producers = static_cast<int>(tiles.size());
+    g.producer_tiles = std::move(tiles);
+    guard_of_transfer[t->id] = GuardRef{r, g.signal};
+    rs.guards.push_back(std::move(g));
+  }
+}
+
+// Outgoing chunks of rank r in transfer-id order, with their producer tiles; small unguarded
+// ones without deps are tentatively direct (guards of every rank are known only after pass 1).
+absl::Status AddOutgoingChunks(const plan::Plan& plan, int r,
+                               const std::vector<const plan::Transfer*>& by_id,
+                               const TileFacts& facts, const LoweredSchedule& out,
+                               RankSchedule& rs) {
+  for (const plan::Transfer* t : by_id) {
+    if (!t->after_compute || t->src_rank() != r) continue;
+    OutgoingChunk c;
+    c.transfer = t->id;
+    c.producer_tiles = ProducerTiles(facts, t->src_buffer, t->src_region);
+    c.producers = static_cast<int>(c.producer_tiles.size());
+    if (c.producers > 0 && t->kind == plan::TransferKind::kPull) {
+      return absl::UnimplementedError(
+          absl::StrCat("plan \"", plan.name, "\": transfer ", t->id,
+                       " pulls computed data (after_compute) "
+                       "from rank ",
+                       r,
+                       "; fused kernels publish computed chunks on the producing rank only, "
+                       "so use a PUSH for it"));
+    }
+    // Guards are decided for every destination rank only after pass 1; `direct` is finalised
+    // in pass 2.
+    const LoweredTransfer& lt = out.transfers[t->id];
+    const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
+    c.direct = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node &&
+               bytes <= kMaxDirectMoveBytes;
+    rs.outgoing.push_back(std::move(c));
+  }
+  return absl::OkStatus();
+}
+
+// The local chunk indices each tile counts into (outgoing chunks, then guards) and the rank's
+// signal word count once guards take words after the plan's.
+void IndexTileChunks(int plan_signals, RankSchedule& rs) {
+  for (size_t c = 0; c < rs.outgoing.size(); ++c) {
+    for (int tile : rs.outgoing[c].producer_tiles) {
+      rs.tile_outgoing[tile].push_back(static_cast<int>(c));
+    }
+  }
+  for (size_t g = 0; g < rs.guards.size(); ++g) {
+    for (int tile : rs.guards[g].producer_tiles) {
+      rs.tile_outgoing[tile].push_back(static_cast<int>(rs.outgoing.size() + g));
+    }
+  }
+  rs.num_signals =
+      rs.guards.empty() ? rs.num_signals : plan_signals + static_cast<int>(rs.guards.size());
+}
+
+// Tile order: waves by estimated arrival; inside a wave, tiles whose outgoing chunks (or
+// landing guards) are needed earliest first; then the kernel's own swizzle.
+void OrderTiles(const TileFacts& facts, RankSchedule& rs) {
+  std::vector<int> send_priority(facts.num_tiles, INT_MAX);
+  for (const OutgoingChunk& c : rs.outgoing) {
+    for (int tile : c.producer_tiles) {
+      send_priority[tile] = std::min(send_priority[tile], facts.depth[c.transfer]);
+    }
+  }
+  // A guard holds back a peer's reduction into this rank: as urgent as that transfer.
+  for (const LandingGuard& g : rs.guards) {
+    for (int tile : g.producer_tiles) {
+      send_priority[tile] = std::min(send_priority[tile], facts.depth[g.transfer]);
+    }
+  }
+  rs.tile_order = facts.swizzle;
+  std::stable_sort(rs.tile_order.begin(), rs.tile_order.end(), [&](int a, int b) {
+    if (rs.tile_wave[a] != rs.tile_wave[b]) return rs.tile_wave[a] < rs.tile_wave[b];
+    return send_priority[a] < send_priority[b];
+  });
+}
+
+// Pass 1 for rank r: wait sets, landing guards, outgoing chunks, tile order.
+absl::StatusOr<RankSchedule> ScheduleRankTiles(const plan::Plan& plan, int r,
+                                               const std::vector<const plan::Transfer*>& by_id,
+                                               const TileFacts& facts, const LoweredSchedule& out,
+                                               std::map<int, GuardRef>& guard_of_transfer) {
+  RankSchedule rs;
+  rs.rank = r;
+  rs.waits.resize(facts.num_tiles);
+  rs.tile_outgoing.resize(facts.num_tiles);
+  rs.tile_wave.assign(facts.num_tiles, 0);
+  AddTileWaits(r, by_id, facts, rs);
+  AddLandingGuards(r, by_id, facts, out.plan_signals, rs, guard_of_transfer);
+  RETURN_IF_ERROR(AddOutgoingChunks(plan, r, by_id, facts, out, rs));
+  IndexTileChunks(out.plan_signals, rs);
+  OrderTiles(facts, rs);
+  return rs;
+}
+
+// The destination's guard word is on another node than the proxy moving the chunk.
+absl::Status CheckGuardsOnNode(const plan::Plan& plan,
+                               const std::vector<const plan::Transfer*>& by_id,
+                               const std::vector<int>& nodes, const LoweredSchedule& out,
+                               const std::map<int, GuardRef>& guard_of_transfer) {
+  for (const auto& [id, guard] : guard_of_transfer) {
+    if (out.transfers[id].inter_node) {
+      return NotProxyable(plan, *by_id[id], nodes,
+                          absl::StrCat("lands on data rank ", guard.rank,
+                                       " computes (it would need a landing guard)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Steps wait on signal words through the node's mappings; another node's are not mapped.
+absl::Status CheckStepDepsOnNode(const plan::Plan& plan,
+                                 const std::vector<const plan::Transfer*>& by_id,
+                                 const std::vector<int>& nodes, int r, size_t ch,
+                                 const plan::Transfer& t) {
+  for (int d : t.deps) {
+    const plan::Transfer& dep = *by_id[d];
+    if (nodes[dep.dst_rank()] == nodes[r]) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        "plan \"", plan.name, "\": transfer ", t.id, " (rank ", r, " on node ", nodes[r],
+        ", channel ", ch, ") depends on ", Route(dep, nodes), ", whose signal lands on node ",
+        nodes[dep.dst_rank()], "; a fused kernel cannot observe a signal set on another node"));
+  }
+  return absl::OkStatus();
+}
+
+// Pass 2 for one rank: guarded chunks are not direct; the transfer program is everything the
+// rank executes, minus direct chunks and the proxy's, per channel in plan order. Returns the
+// number of channels with at least one step.
+absl::StatusOr<int> BuildTransferProgram(const plan::Plan& plan,
+                                         const std::vector<const plan::Transfer*>& by_id,
+                                         const std::vector<int>& nodes,
+                                         const std::vector<LoweredTransfer>& transfers,
+                                         const std::map<int, GuardRef>& guard_of_transfer,
+                                         RankSchedule& rs) {
+  const int r = rs.rank;
+  std::map<int, int> chunk_of_transfer;
+  for (size_t c = 0; c < rs.outgoing.size(); ++c) {
+    OutgoingChunk& chunk = rs.outgoing[c];
+    if (guard_of_transfer.count(chunk.transfer) != 0) chunk.direct = false;
+    chunk_of_transfer[chunk.transfer] = static_cast<int>(c);
+  }
+  const plan::RankPlan& rp = plan.ranks[r];
+  rs.program.resize(rp.channels.size());
+  int live_channels = 0;
+  for (size_t ch = 0; ch < rp.channels.size(); ++ch) {
+    for (const plan::Transfer& t : rp.channels[ch]) {
+      if (transfers[t.id].inter_node) {
+        rs.proxied.push_back(t.id);
+        continue;
+      }
+      RETURN_IF_ERROR(CheckStepDepsOnNode(plan, by_id, nodes, r, ch, t));
+      auto it = chunk_of_transfer.find(t.id);
+      const OutgoingChunk* chunk =
+          it == chunk_of_transfer.end() ? nullptr : &rs.outgoing[it->second];
+      if (chunk != nullptr && chunk->direct) continue;
+      ProgramStep step;
+      step.transfer = t.id;
+      step.deps = t.deps;
+      if (auto g = guard_of_transfer.find(t.id); g != guard_of_transfer.end()) {
+        step.guards.push_back(g->second);
+      }
+      if (chunk != nullptr && chunk->producers > 0) step.ready_chunk = it->second;
+      rs.program[ch].push_back(std::move(step));
+    }
+    if (!rs.program[ch].empty()) ++live_channels;
+  }
+  return live_channels;
+}
+
+// Slots that receive reductions but no kernel operand produces: identity-filled by the runtime.
+void MarkIdentityFills(const std::vector<const plan::Transfer*>& by_id,
+                       std::vector<OperandSlot>& slots) {
+  for (const plan::Transfer* t : by_id) {
+    if (t->reduce == plan::ReduceOp::kNone) continue;
+    const int slot = SlotOfBuffer(slots, t->dst_buffer);
+    if (slot >= 0 && slots[slot].role != OperandRole::kProduced) {
+      slots[slot].needs_identity_fill = true;
+    }
+  }
+}
+
 }  // namespace
 
 int64_t SwizzledTile(int64_t i, int64_t tiles_m, int64_t tiles_n, int64_t group_m) {
@@ -172,30 +486,7 @@ int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer)
 absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec,
                                       const std::vector<int>& node_map) {
   RETURN_IF_ERROR(CheckSpecAgainstPlan(spec, plan));
-  if (plan.world_size < 1 || plan.world_size > kMaxRanks ||
-      static_cast<int>(plan.ranks.size()) != plan.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name, "\": world size ",
-                                                   plan.world_size, " with ", plan.ranks.size(),
-                                                   " rank plans (need 1..", kMaxRanks, ", equal)"));
-  }
-  const std::vector<const plan::Transfer*> by_id = plan.TransfersById();
-  for (size_t id = 0; id < by_id.size(); ++id) {
-    const plan::Transfer* t = by_id[id];
-    if (t == nullptr || t->id != static_cast<int>(id)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan \"", plan.name, "\": transfer ids are not dense (missing ", id, ")"));
-    }
-    if (t->signal < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan \"", plan.name, "\": transfer ", id, " sets no signal"));
-    }
-    if (t->rank < 0 || t->rank >= plan.world_size || t->peer < 0 || t->peer >= plan.world_size) {
-      return absl::InvalidArgumentError(absl::StrCat("plan \"", plan.name, "\": transfer ", id,
-                                                     " names a rank outside 0..",
-                                                     plan.world_size - 1));
-    }
-  }
-
+  ASSIGN_OR_RETURN(const std::vector<const plan::Transfer*> by_id, CheckedTransfers(plan));
   absl::StatusOr<std::vector<int>> resolved = plan::ResolveNodeMap(plan.world_size, node_map);
   if (!resolved.ok()) {
     return absl::InvalidArgumentError(
@@ -212,212 +503,28 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
   out.tiles_n = static_cast<int>(spec.tiles_n());
   out.num_tiles = static_cast<int>(spec.num_tiles());
   ASSIGN_OR_RETURN(out.slots, BuildSlots(plan, spec));
-  ASSIGN_OR_RETURN(std::vector<int> depth, ArrivalDepths(plan, by_id));
-  out.segments.resize(by_id.size());
-  for (size_t id = 0; id < by_id.size(); ++id) {
-    const plan::Transfer& t = *by_id[id];
-    out.transfers.push_back(LoweredTransfer{
-        t.id, t.rank, t.src_rank(), t.dst_rank(), t.signal, t.src_buffer, t.dst_buffer, t.reduce,
-        plan.FindBuffer(t.src_buffer) != nullptr ? plan.FindBuffer(t.src_buffer)->dtype
-                                                 : plan::DType::kF32,
-        nodes[t.src_rank()] != nodes[t.dst_rank()]});
-    ASSIGN_OR_RETURN(out.segments[id], BuildCopyDescriptors(plan, *by_id[id]));
-    if (out.transfers[id].inter_node) RETURN_IF_ERROR(CheckProxied(plan, by_id, nodes, t));
-  }
-
-  // Footprints of the consumed and produced operands, per tile.
-  std::vector<OperandFootprints> consumed, produced;
-  for (const OperandSpec* op : spec.Operands()) {
-    if (op->role == OperandRole::kLocal) continue;
-    OperandFootprints f{op, {}};
-    f.tiles.resize(out.num_tiles);
-    for (int m = 0; m < out.tiles_m; ++m) {
-      for (int n = 0; n < out.tiles_n; ++n) f.tiles[m * out.tiles_n + n] = op->Footprint(m, n);
-    }
-    (op->role == OperandRole::kConsumed ? consumed : produced).push_back(std::move(f));
-  }
-
-  std::vector<int> swizzle(out.num_tiles);
-  for (int i = 0; i < out.num_tiles; ++i) {
-    swizzle[i] = static_cast<int>(SwizzledTile(i, out.tiles_m, out.tiles_n, spec.group_m));
-  }
-
-  for (const plan::Transfer* t : by_id) out.plan_signals = std::max(out.plan_signals, t->signal + 1);
+  ASSIGN_OR_RETURN(const TileFacts facts, BuildTileFacts(plan, by_id, spec, out));
+  RETURN_IF_ERROR(LowerTransfers(plan, by_id, nodes, out));
 
   // Pass 1, per rank: wait sets, outgoing chunks, landing guards, tile order.
   std::map<int, GuardRef> guard_of_transfer;
   for (int r = 0; r < plan.world_size; ++r) {
-    RankSchedule rs;
-    rs.rank = r;
-    rs.waits.resize(out.num_tiles);
-    rs.tile_outgoing.resize(out.num_tiles);
-    rs.tile_wave.assign(out.num_tiles, 0);
-
-    for (const plan::Transfer* t : by_id) {
-      if (t->dst_rank() != r) continue;
-      rs.num_signals = std::max(rs.num_signals, t->signal + 1);
-      for (int tile = 0; tile < out.num_tiles; ++tile) {
-        for (const OperandFootprints& f : consumed) {
-          if (f.op->buffer != t->dst_buffer || !f.tiles[tile].Intersects(t->dst_region)) continue;
-          rs.waits[tile].push_back(TileWait{t->signal, t->id, t->src_rank()});
-          rs.tile_wave[tile] = std::max(rs.tile_wave[tile], depth[t->id]);
-          break;  // several operands on one buffer: one wait suffices
-        }
-      }
-    }
-    for (auto& w : rs.waits) {
-      std::sort(w.begin(), w.end(), [](const TileWait& a, const TileWait& b) {
-        return a.signal != b.signal ? a.signal < b.signal : a.transfer < b.transfer;
-      });
-    }
-
-    // Tiles of rank r writing `region` of `buffer` through a produced operand.
-    auto producer_tiles = [&](const std::string& buffer, const plan::Region& region) {
-      std::vector<int> tiles;
-      for (int tile = 0; tile < out.num_tiles; ++tile) {
-        for (const OperandFootprints& f : produced) {
-          if (f.op->buffer == buffer && f.tiles[tile].Intersects(region)) {
-            tiles.push_back(tile);
-            break;
-          }
-        }
-      }
-      return tiles;
-    };
-
-    // Landing guards: incoming reductions (or any writes) onto data this rank computes.
-    for (const plan::Transfer* t : by_id) {
-      if (t->dst_rank() != r) continue;
-      std::vector<int> tiles = producer_tiles(t->dst_buffer, t->dst_region);
-      if (tiles.empty()) continue;
-      LandingGuard g;
-      g.transfer = t->id;
-      g.signal = out.plan_signals + static_cast<int>(rs.guards.size());
-      g.producers = static_cast<int>(tiles.size());
-      g.producer_tiles = std::move(tiles);
-      guard_of_transfer[t->id] = GuardRef{r, g.signal};
-      rs.guards.push_back(std::move(g));
-    }
-
-    // Outgoing chunks, in transfer-id order.
-    for (const plan::Transfer* t : by_id) {
-      if (!t->after_compute || t->src_rank() != r) continue;
-      OutgoingChunk c;
-      c.transfer = t->id;
-      c.producer_tiles = producer_tiles(t->src_buffer, t->src_region);
-      c.producers = static_cast<int>(c.producer_tiles.size());
-      if (c.producers > 0 && t->kind == plan::TransferKind::kPull) {
-        return absl::UnimplementedError(absl::StrCat(
-            "plan \"", plan.name, "\": transfer ", t->id, " pulls computed data (after_compute) "
-            "from rank ", r, "; fused kernels publish computed chunks on the producing rank only, "
-            "so use a PUSH for it"));
-      }
-      // Guards are decided for every destination rank only after this loop; `direct` is
-      // finalised in pass 2.
-      const LoweredTransfer& lt = out.transfers[t->id];
-      const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
-      c.direct = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node &&
-                 bytes <= kMaxDirectMoveBytes;
-      rs.outgoing.push_back(std::move(c));
-    }
-    for (size_t c = 0; c < rs.outgoing.size(); ++c) {
-      for (int tile : rs.outgoing[c].producer_tiles) rs.tile_outgoing[tile].push_back(static_cast<int>(c));
-    }
-    for (size_t g = 0; g < rs.guards.size(); ++g) {
-      for (int tile : rs.guards[g].producer_tiles) {
-        rs.tile_outgoing[tile].push_back(static_cast<int>(rs.outgoing.size() + g));
-      }
-    }
-    rs.num_signals = rs.guards.empty() ? rs.num_signals
-                                       : out.plan_signals + static_cast<int>(rs.guards.size());
-
-    // Tile order: waves by estimated arrival; inside a wave, tiles whose outgoing chunks (or
-    // landing guards) are needed earliest first; then the kernel's own swizzle.
-    std::vector<int> send_priority(out.num_tiles, INT_MAX);
-    for (const OutgoingChunk& c : rs.outgoing) {
-      for (int tile : c.producer_tiles) {
-        send_priority[tile] = std::min(send_priority[tile], depth[c.transfer]);
-      }
-    }
-    // A guard holds back a peer's reduction into this rank: as urgent as that transfer.
-    for (const LandingGuard& g : rs.guards) {
-      for (int tile : g.producer_tiles) {
-        send_priority[tile] = std::min(send_priority[tile], depth[g.transfer]);
-      }
-    }
-    rs.tile_order = swizzle;
-    std::stable_sort(rs.tile_order.begin(), rs.tile_order.end(), [&](int a, int b) {
-      if (rs.tile_wave[a] != rs.tile_wave[b]) return rs.tile_wave[a] < rs.tile_wave[b];
-      return send_priority[a] < send_priority[b];
-    });
+    ASSIGN_OR_RETURN(RankSchedule rs,
+                     ScheduleRankTiles(plan, r, by_id, facts, out, guard_of_transfer));
     out.ranks.push_back(std::move(rs));
   }
-
-  // The destination's guard word is on another node than the proxy moving the chunk.
-  for (const auto& [id, guard] : guard_of_transfer) {
-    if (out.transfers[id].inter_node) {
-      return NotProxyable(plan, *by_id[id], nodes,
-                          absl::StrCat("lands on data rank ", guard.rank,
-                                       " computes (it would need a landing guard)"));
-    }
-  }
+  RETURN_IF_ERROR(CheckGuardsOnNode(plan, by_id, nodes, out, guard_of_transfer));
 
   // Pass 2, per rank: guarded chunks are not direct; transfer programs.
   for (RankSchedule& rs : out.ranks) {
-    const int r = rs.rank;
-    std::map<int, int> chunk_of_transfer;
-    for (size_t c = 0; c < rs.outgoing.size(); ++c) {
-      OutgoingChunk& chunk = rs.outgoing[c];
-      if (guard_of_transfer.count(chunk.transfer) != 0) chunk.direct = false;
-      chunk_of_transfer[chunk.transfer] = static_cast<int>(c);
-    }
-    // Everything rank r executes, minus direct chunks and the proxy's, per channel in plan order.
-    const plan::RankPlan& rp = plan.ranks[r];
-    rs.program.resize(rp.channels.size());
-    int live_channels = 0;
-    for (size_t ch = 0; ch < rp.channels.size(); ++ch) {
-      for (const plan::Transfer& t : rp.channels[ch]) {
-        if (out.transfers[t.id].inter_node) {
-          rs.proxied.push_back(t.id);
-          continue;
-        }
-        // Steps wait on signal words through the node's mappings; another node's are not mapped.
-        for (int d : t.deps) {
-          const plan::Transfer& dep = *by_id[d];
-          if (nodes[dep.dst_rank()] == nodes[r]) continue;
-          return absl::UnimplementedError(
-              absl::StrCat("plan \"", plan.name, "\": transfer ", t.id, " (rank ", r, " on node ",
-                           nodes[r], ", channel ", ch, ") depends on ", Route(dep, nodes),
-                           ", whose signal lands on node ", nodes[dep.dst_rank()],
-                           "; a fused kernel cannot observe a signal set on another node"));
-        }
-        auto it = chunk_of_transfer.find(t.id);
-        const OutgoingChunk* chunk = it == chunk_of_transfer.end() ? nullptr : &rs.outgoing[it->second];
-        if (chunk != nullptr && chunk->direct) continue;
-        ProgramStep step;
-        step.transfer = t.id;
-        step.deps = t.deps;
-        if (auto g = guard_of_transfer.find(t.id); g != guard_of_transfer.end()) {
-          step.guards.push_back(g->second);
-        }
-        if (chunk != nullptr && chunk->producers > 0) step.ready_chunk = it->second;
-        rs.program[ch].push_back(std::move(step));
-      }
-      if (!rs.program[ch].empty()) ++live_channels;
-    }
+    ASSIGN_OR_RETURN(
+        const int live_channels,
+        BuildTransferProgram(plan, by_id, nodes, out.transfers, guard_of_transfer, rs));
     out.max_signals = std::max(out.max_signals, rs.num_signals);
     out.max_outgoing = std::max(out.max_outgoing, rs.num_chunks());
     out.max_program_channels = std::max(out.max_program_channels, live_channels);
   }
-
-  // Slots that receive reductions but no kernel operand produces: identity-filled by the runtime.
-  for (const plan::Transfer* t : by_id) {
-    if (t->reduce == plan::ReduceOp::kNone) continue;
-    const int slot = SlotOfBuffer(out.slots, t->dst_buffer);
-    if (slot >= 0 && out.slots[slot].role != OperandRole::kProduced) {
-      out.slots[slot].needs_identity_fill = true;
-    }
-  }
+  MarkIdentityFills(by_id, out.slots);
   return out;
 }
 
