@@ -29,6 +29,21 @@
 // No call holds a thread while it waits: completions are callbacks, run exactly once, never with
 // the registry's lock held; deadlines fire from a TimerQueue.
 //
+// Where the code lives: one class and one mutex (mu_, guarding all of the state below), its
+// member functions split by purpose. A public call takes mu_, collects its completions in a
+// Deferred under it, and runs them after releasing it (Agree takes it again to record a decision
+// it made without it); functions marked ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) never take it.
+//   group_registry.cc           construction, Shutdown, Stats, and what Agree and Exchange share:
+//                               finding a formed group and entering a round (AddToRound)
+//   group_registry_join.cc      Join and Form: admission, the pending group, forming it
+//   group_registry_agree.cc     Agree: a full round is decided outside the lock (agreement.h),
+//                               reusing a recent decision for the same proposals
+//   group_registry_exchange.cc  Exchange: a full round's keys are compared and its blobs gathered
+//   group_registry_failure.cc   failing a group: deadlines (Expire), vanished callers (Cancel),
+//                               FailPending, BreakGroup and tombstones
+//   group_registry_sweep.cc     idle groups: the sweep timer, expiry after group_idle_ttl and
+//                               eviction at max_groups
+//
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
@@ -180,7 +195,42 @@ class GroupRegistry {
   // Callbacks collected under the lock and run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void()>>;
 
-  void Expire(WaiterId id);
+  // group_registry_join.cc
+  // The pending group of `job_id` for a new joiner, created when there is none (evicting the
+  // idlest group at max_groups), after superseding the job's formed group; or why the Join is
+  // refused (shutting down, registry full).
+  absl::StatusOr<PendingGroup*> OpenPendingGroup(const std::string& job_id, int world_size,
+                                                 const MemberInfo& member, absl::Time now,
+                                                 Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `member` to `group` (moving `done` from the caller only on success) and forms the group
+  // when it is the last rank; or why it cannot join (world size mismatch, duplicate rank).
+  absl::StatusOr<WaiterId> AddJoiner(PendingGroup& group, int world_size, const MemberInfo& member,
+                                     absl::Time deadline, JoinDone& done, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Form(PendingGroup& pending, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // group_registry.cc: shared by Agree and Exchange.
+  // The formed group `group_id` with `rank` in range, or why a round call cannot join it
+  // (shutting down, tombstone, unknown group, rank out of range).
+  absl::StatusOr<FormedGroup*> FindFormedGroup(const std::string& group_id, int rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts `waiter` (its id set by the caller; its deadline timer set here) into round
+  // `location.round` of `rounds`. When that completes the round (every rank is in), removes the
+  // round and returns its waiters, their timers cancelled; else returns nothing.
+  std::map<int, AgreeWaiter> AddToRound(FormedGroup& group, std::map<uint64_t, Round>& rounds,
+                                        Location location, absl::Time deadline, AgreeWaiter waiter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string Describe(const MemberInfo& member);
+
+  // group_registry_agree.cc
+  // Counts a decided round and, when it was newly decided, caches it in its group's `decided`.
+  void RecordDecision(const std::string& group_id, const std::string& fingerprint,
+                      const absl::StatusOr<std::shared_ptr<const AgreeResult>>& result, bool reused)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // group_registry_failure.cc
+  void Expire(WaiterId id) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails the group waiter `id` is in (a pending group through FailPending, a formed one through
   // BreakGroup) with the status its builder makes; `what` names the waiter's round. Shared by
   // deadlines (Expire) and vanished callers (Cancel), which differ only in the message. No-op
@@ -189,34 +239,26 @@ class GroupRegistry {
       WaiterId id, WaiterId cancelled_waiter, const std::string& cancelled_why,
       absl::FunctionRef<absl::Status(const Location&, const PendingGroup&)> pending_status,
       absl::FunctionRef<absl::Status(const Location&, const FormedGroup&, const std::string& what)>
-          round_status);
+          round_status) ABSL_LOCKS_EXCLUDED(mu_);
   void FailPending(const std::string& job_id, const absl::Status& status,
                    WaiterId cancelled_waiter, const std::string& cancelled_why, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BreakGroup(const std::string& group_id, const absl::Status& status,
                   WaiterId cancelled_waiter, const std::string& cancelled_why,
                   Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Form(PendingGroup& pending, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddTombstone(const std::string& group_id, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // group_registry_sweep.cc
+  // Options::sweep_interval, or its default when zero.
+  static absl::Duration SweepIntervalFor(const Options& options);
   void SweepIdle(absl::Time now, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The timer's sweep: SweepIdle, then schedules the next one (not after Shutdown).
-  void SweepTick();
+  void SweepTick() ABSL_LOCKS_EXCLUDED(mu_);
   // At max_groups: breaks the formed group idle longest, for `job_id`. False when every group
   // is pending or has a call waiting in it.
   bool EvictIdlest(const std::string& job_id, absl::Time now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddTombstone(const std::string& group_id, const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The formed group `group_id` with `rank` in range, or why a round call cannot join it
-  // (shutting down, tombstone, unknown group, rank out of range). Shared by Agree and Exchange.
-  absl::StatusOr<FormedGroup*> FindFormedGroup(const std::string& group_id, int rank)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Puts `waiter` (its id set by the caller; its deadline timer set here) into round `round_index` of `rounds`.
-  // When that completes the round (every rank is in), removes the round and returns its waiters,
-  // their timers cancelled; else returns nothing. Shared by Agree and Exchange rounds.
-  std::map<int, AgreeWaiter> AddToRound(FormedGroup& group, std::map<uint64_t, Round>& rounds,
-                                        Location location, absl::Time deadline,
-                                        AgreeWaiter waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static std::string Describe(const MemberInfo& member);
 
   const Options options_;
   const absl::Duration sweep_interval_;
