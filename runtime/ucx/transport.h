@@ -27,6 +27,13 @@
 //
 // Thread-safety: all public methods are thread-safe except Register*/Allocate*/Connect, which
 // one thread calls during setup, before any transfer.
+//
+// Where the parts live (one class; its internal state, Impl and the per-peer structs, is in
+// transport_internal.h): transport.cc construction and the progress thread; transport_memory.cc
+// memory kinds, region registration and sizes; transport_connect.cc Connect (card exchange,
+// endpoints, remote keys); transport_failure.cc peer naming, failure state and the endpoint
+// error handler; transport_ops.cc the data path (Post, puts, signals, gets, flushes, Wait);
+// transport_shutdown.cc Shutdown and DropConnections.
 #pragma once
 
 #include <atomic>
@@ -46,6 +53,9 @@
 #include "runtime/ucx/bootstrap.h"
 
 namespace syncopate::ucx {
+
+struct PeerCard;  // transport_internal.h
+struct PeerConn;  // transport_internal.h
 
 enum class MemoryKind : uint8_t { kHost, kCuda };
 
@@ -185,8 +195,16 @@ class UcxTransport {
   struct Impl;
   explicit UcxTransport(const TransportOptions& options);
 
+  // Data path (transport_ops.cc): Post runs `start` on the progress thread unless the peer is
+  // unknown or failed; Finish (worker thread) completes an operation once.
   Completion Post(int peer, std::function<void(Completion::State*)> start);
   void Finish(Completion::State* state, absl::Status status);
+  // Connect's steps (transport_connect.cc); the last two run on the progress thread.
+  absl::Status CheckRegionTables(const std::vector<PeerCard>& cards) const;
+  absl::Status CreateEndpoints(const std::vector<PeerCard>& cards);
+  absl::StatusOr<std::unique_ptr<PeerConn>> ConnectPeer(int peer, const PeerCard& card);
+  // Shutdown's work on the progress thread (transport_shutdown.cc).
+  absl::Status TeardownOnWorker();
 
   const TransportOptions options_;
   std::unique_ptr<Impl> impl_;
