@@ -190,8 +190,8 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   // a cache hit for the runtime and the CLI on this node, and the other way round.
   jit::BuildOptions build;
   build.arch = request.arch();
-  // C++17 for the device headers, then the caller's options (which may override it).
-  build.extra_options = {"-std=c++17"};
+  // BuildOptions' default language standard for the device headers, then the caller's options
+  // (which may override it).
   build.extra_options.insert(build.extra_options.end(), request.kernel().options().begin(),
                              request.kernel().options().end());
   build.extra_headers.insert(request.kernel().headers().begin(), request.kernel().headers().end());

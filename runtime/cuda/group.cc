@@ -38,14 +38,6 @@ const char* BackendName(Backend backend) {
   return "?";
 }
 
-absl::StatusOr<Backend> ParseBackend(std::string_view name) {
-  if (name == "copy_engine" || name == "ce") return Backend::kCopyEngine;
-  if (name == "sm") return Backend::kSm;
-  if (name == "direct") return Backend::kDirect;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown backend '", std::string(name), "' (copy_engine, sm, direct)"));
-}
-
 absl::StatusOr<std::unique_ptr<Group>> Group::Create(const GroupOptions& options) {
   if (options.world_size < 1 || options.world_size > kMaxRanks) {
     return absl::InvalidArgumentError(

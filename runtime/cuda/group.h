@@ -72,7 +72,6 @@ enum class Backend : uint8_t {
   kDirect,      // the producer epilogue stores / atomically reduces into the peer
 };
 const char* BackendName(Backend backend);
-absl::StatusOr<Backend> ParseBackend(std::string_view name);
 
 struct GroupOptions {
   std::string group_id;
