@@ -11,10 +11,8 @@
 # SKIP_BENCH=1: tests only. The benches include syncopate_tp_bench under MPS (tp_mps).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bin=$PWD/.device/bin
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# bin, out, the library path; MPS around a command and the concurrency modes (ts:<c>, mps:<c>).
+source scripts/gpu-modes.sh
 export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 failed=()
 step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
@@ -28,8 +26,6 @@ step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
     echo "   FAILED (exit $?); last lines:"; tail -n 25 "$out/$name.log"; failed+=("$name")
   fi
 }
-# MPS around a command and the concurrency modes (ts:<c>, mps:<c>).
-source scripts/gpu-modes.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'}
 if [[ -z ${SKIP_FULL:-} ]]; then

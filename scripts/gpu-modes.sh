@@ -2,7 +2,13 @@
 # stopped around a command, with private pipe/log folders and nothing else on the device changed,
 # and the concurrency modes of issue 16: ts:<c> runs the ranks time-sliced, mps:<c> as concurrent
 # MPS clients at MPS_PCT percent of the SMs each (default 50), both with
-# CUDA_DEVICE_MAX_CONNECTIONS=<c>. STEP_TIMEOUT (default 300 s) bounds each command.
+# CUDA_DEVICE_MAX_CONNECTIONS=<c>. STEP_TIMEOUT (default 300 s) bounds each command. Run from the
+# repository root: sets bin (the bundle, .device/bin, on the library path) and out ($OUT or
+# ./gpu-out, created).
+bin=$PWD/.device/bin
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mps_up=0
 mps_start() {
   export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d /tmp/syncopate-mps-pipe.XXXXXX)

@@ -14,11 +14,7 @@
 # WORLDS per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bin=$PWD/.device/bin
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-source scripts/gpu-modes.sh
+source scripts/gpu-modes.sh  # bin, out, library path, in_mode
 export STEP_TIMEOUT=${STEP_TIMEOUT:-560}  # one (mode, world) run; a device call allows 600 s
 launches=${LAUNCHES:-10000}
 csvs=()
