@@ -178,7 +178,7 @@ class UcxTransport {
   std::optional<std::pair<int, absl::Status>> FirstFailure() const;
   // `expected`: the peer's connection ended as connections end (it shut down, or we are): the
   // peer is failed for later operations all the same, but nothing is logged above debug.
-  void MarkPeerFailed(int peer, absl::Status why, bool expected = false);
+  void MarkPeerFailed(int peer, const absl::Status& why, bool expected = false);
   // Force-closes every endpoint now (abort, fault injection); later operations fail.
   void DropConnections();
   // Tells every healthy peer it is shutting down (a word in their memory, so their endpoint

@@ -139,6 +139,7 @@ absl::Status UcxTransport::CreateEndpoints(const std::vector<PeerCard>& cards) {
   // already fails the flushes Connect waits on. Opened after the exchange, a pidfd is checked
   // against the card's start time (the pid may have been reused meanwhile).
   std::vector<ProcessIdentity> identities;
+  identities.reserve(cards.size());
   for (const PeerCard& c : cards) identities.push_back(c.identity);
   impl_->liveness = PeerLiveness::Watch(cards[rank_].identity, identities);
   impl_->next_liveness_check = absl::InfinitePast();

@@ -45,7 +45,7 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
       pc->liveness->HasExited(pc->rank, kExitGrace)) {
     why = absl::UnavailableError(absl::StrCat("process exited (", why.message(), ")"));
   }
-  pc->transport->MarkPeerFailed(pc->rank, std::move(why));
+  pc->transport->MarkPeerFailed(pc->rank, why);
 }
 
 std::string UcxTransport::PeerName(int peer) const {
@@ -55,7 +55,7 @@ std::string UcxTransport::PeerName(int peer) const {
   return absl::StrCat("rank ", peer);
 }
 
-void UcxTransport::MarkPeerFailed(int peer, absl::Status why, bool expected) {
+void UcxTransport::MarkPeerFailed(int peer, const absl::Status& why, bool expected) {
   absl::MutexLock lock(&fail_mu_);
   if (peer < 0 || peer >= static_cast<int>(peer_status_.size()) || !peer_status_[peer].ok()) {
     return;

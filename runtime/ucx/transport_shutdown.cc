@@ -28,7 +28,7 @@ std::vector<bool> SayGoodbye(ucp_worker_h worker,
                              const std::vector<bool>& healthy, int region, int rank,
                              absl::Duration timeout) {
   // Static: the put's request is freed before the put completes, so its buffer must outlive us.
-  static const uint64_t kGoodbye = 1;
+  static constexpr uint64_t kGoodbye = 1;
   std::vector<bool> acknowledged(peers.size(), false);
   std::vector<std::pair<int, void*>> pending;
   for (const auto& pc : peers) {
@@ -70,10 +70,11 @@ std::vector<bool> SayGoodbye(ucp_worker_h worker,
 
 // Closes the given peers' endpoints under one time bound; worker thread. Returns the peers
 // whose close did not finish in time.
-std::vector<int> CloseEndpoints(ucp_worker_h worker, std::vector<std::pair<PeerConn*, bool>> eps,
+std::vector<int> CloseEndpoints(ucp_worker_h worker,
+                                const std::vector<std::pair<PeerConn*, bool>>& eps,
                                 absl::Duration timeout) {
   std::vector<std::pair<int, void*>> pending;
-  for (auto& [pc, force] : eps) {
+  for (const auto& [pc, force] : eps) {
     pc->regions.clear();  // remote keys go before their endpoint
     pc->closed = true;
     ucs_status_ptr_t r = pc->ep.StartClose(force);
@@ -117,7 +118,7 @@ void UcxTransport::DropConnections() {
         for (auto& pc : impl_->peers) {
           if (pc != nullptr && !pc->closed) eps.emplace_back(pc.get(), true);
         }
-        CloseEndpoints(impl_->worker.get(), std::move(eps), options_.teardown_timeout);
+        CloseEndpoints(impl_->worker.get(), eps, options_.teardown_timeout);
         return absl::OkStatus();
       },
       absl::Now() + options_.teardown_timeout + absl::Seconds(5));
@@ -177,8 +178,7 @@ absl::Status UcxTransport::TeardownOnWorker() {
                                    num_broken_.load() > 0 ||
                                    options_.error_handling == ErrorHandling::kNone);
   }
-  std::vector<int> late =
-      CloseEndpoints(im.worker.get(), std::move(eps), options_.teardown_timeout);
+  std::vector<int> late = CloseEndpoints(im.worker.get(), eps, options_.teardown_timeout);
   // Requests UCX did not complete (a failed peer's) will never call back now.
   for (Completion::State* s : std::vector<Completion::State*>(im.live.begin(), im.live.end())) {
     Finish(s, absl::CancelledError(absl::StrCat("rank ", rank_, " -> ", PeerName(s->peer),
