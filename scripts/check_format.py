@@ -20,55 +20,19 @@ found" and pass. Fix findings with: git clang-format --extensions cc,h,cuh REV
 """
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-PATHSPECS = ("*.cc", "*.h", "*.cuh")
-SOURCE_EXT = (".cc", ".h", ".cuh")
-GENERATED = re.compile(r"^(build[^/]*|\.device)/")
-HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+from changed_lines import changed_lines, work_tree_and_base
+
 SKIP_MESSAGE = "format: skipped: clang-format not found (install-deps.sh installs it)"
 
 
 def clang_format_binary():
     return shutil.which(os.environ.get("CLANG_FORMAT", "clang-format"))
-
-
-def git(top, *args, check=True):
-    # Fixed prefixes, no pager, no external diff and unquoted paths, whatever the user's config.
-    cmd = ["git", "-C", top, "-c", "core.quotePath=off", "-c", "diff.noprefix=false", *args]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.decode(errors='replace').strip()}")
-    return r
-
-
-def changed_lines(top, base):
-    """{path: [(first, last), ...]} of the lines added or changed since `base`, untracked files
-    whole (last None)."""
-    out = git(top, "diff", "-U0", "--no-color", "--no-ext-diff", "--src-prefix=a/",
-              "--dst-prefix=b/", base, "--", *PATHSPECS).stdout.decode("utf-8", "replace")
-    ranges, path = {}, None
-    for line in out.splitlines():
-        if line.startswith("+++ "):
-            name = line[4:].rstrip("\t")
-            path = name[2:] if name.startswith("b/") else None  # /dev/null: deleted
-        elif line.startswith("@@") and path:
-            m = HUNK.match(line)
-            first, count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
-            if count:  # 0: only removed lines
-                ranges.setdefault(path, []).append((first, first + count - 1))
-    untracked = git(top, "ls-files", "--others", "--exclude-standard", "-z", "--",
-                    *PATHSPECS).stdout.decode("utf-8", "replace")
-    for path in filter(None, untracked.split("\0")):
-        ranges[path] = [(1, None)]
-    return {p: r for p, r in ranges.items()
-            if p.endswith(SOURCE_EXT) and not GENERATED.match(p)
-            and os.path.isfile(os.path.join(top, p))}
 
 
 def findings_in(binary, top, path, ranges):
@@ -111,17 +75,9 @@ def run(root, base, explicit_base):
     if not binary:
         print(SKIP_MESSAGE)
         return 0
-    r = git(root, "rev-parse", "--show-toplevel", check=False)
-    if r.returncode != 0:
-        print(f"format: ok: {root} is no git work tree, nothing to check")
-        return 0
-    top = r.stdout.decode().strip()
-    if git(top, "rev-parse", "--verify", "-q", f"{base}^{{commit}}", check=False).returncode:
-        if explicit_base:
-            print(f"format: base {base} is no commit", file=sys.stderr)
-            return 2
-        print(f"format: ok: no {base} (a single commit or a shallow clone), nothing to check")
-        return 0
+    top, rc = work_tree_and_base(root, base, explicit_base, "format")
+    if top is None:
+        return rc
     try:
         found = check(top, base, binary)
     except RuntimeError as e:

@@ -3,7 +3,8 @@
 # Idempotent: a second run installs nothing. The CUDA toolkit is expected at /usr/local/cuda.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config ccache clang clang-format libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config ccache clang clang-format clang-tidy
+  libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libucx-dev ucx-utils libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-grpc-tools python3-yaml
