@@ -4,6 +4,7 @@
             not), and every line of an untracked, not ignored, new file.
   Ignored:  deleted files, build*/ and .device/ (generated code), lines only removed.
 """
+import contextlib
 import os
 import re
 import subprocess
@@ -68,3 +69,38 @@ def work_tree_and_base(root, base, explicit_base, tag):
 
 def in_ranges(lineno, ranges):
     return any(first <= lineno and (last is None or lineno <= last) for first, last in ranges)
+
+
+@contextlib.contextmanager
+def self_test_repo(root, files_before, files_after, removed=()):
+    """For the checkers' self-tests: makes `root` (an empty directory) a git repository with
+    `files_before` committed and `files_after` written (and `removed` deleted) on top, uncommitted.
+    Inside the block git runs without user or system config, for the code under test too (the
+    environment is restored after). Yields a function running git in `root`."""
+    env = dict(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_AUTHOR_NAME="t",
+               GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+
+    def write(files):
+        for rel, text in files.items():
+            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+
+    def sh(*args):
+        subprocess.run(["git", "-C", root, *args], env=dict(os.environ, **env), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    sh("init", "-q")
+    write(files_before)
+    sh("add", "-A")
+    sh("commit", "-q", "-m", "base")
+    write(files_after)
+    for rel in removed:
+        os.remove(os.path.join(root, rel))
+    old_env = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield sh
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-from changed_lines import changed_lines, work_tree_and_base
+from changed_lines import changed_lines, self_test_repo, work_tree_and_base
 
 SKIP_MESSAGE = "format: skipped: clang-format not found (install-deps.sh installs it)"
 
@@ -120,33 +120,12 @@ def self_test():
                    "build/gen.cc": "int g() {return  2;}\n",     # generated: not checked
                    "src/notes.txt": "int  x=1;\n"}               # not C++: not checked
     expected = {"src/a.cc:2", "src/a.cc:6", "src/new.h:2"}
-    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
-               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
     with tempfile.TemporaryDirectory() as root:
-        def write(files):
-            for rel, text in files.items():
-                os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
-                with open(os.path.join(root, rel), "w") as f:
-                    f.write(text)
-        sh = lambda *a: subprocess.run(["git", "-C", root, *a], env=env, check=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        sh("init", "-q")
-        write(files_before)
-        sh("add", "-A")
-        sh("commit", "-q", "-m", "base")
-        write(files_after)
-        os.remove(os.path.join(root, "src/gone.h"))
-        old_env = dict(os.environ)
-        os.environ.update(env)
-        try:
+        with self_test_repo(root, files_before, files_after, removed=["src/gone.h"]) as sh:
             found = check(root, "HEAD", binary)
             # A clean tree against its own HEAD has nothing to check.
             sh("stash", "-q", "-u")
             clean = check(root, "HEAD", binary)
-        finally:
-            os.environ.clear()
-            os.environ.update(old_env)
     flagged = {":".join(f.split(":")[:2]) for f in found}
     if flagged != expected or len(found) != len(expected) or clean:
         print("self-test failed: flagged", sorted(flagged), "expected", sorted(expected),

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-from changed_lines import changed_lines, git, in_ranges, work_tree_and_base
+from changed_lines import changed_lines, git, in_ranges, self_test_repo, work_tree_and_base
 
 SKIP_PREFIX = "tidy: skipped: "
 DEFAULT_BUILD_DIRS = ("build", "build-cuda")
@@ -256,42 +256,22 @@ def self_test():
     }
     expected = {"src/a.cc:4", "src/a.h:3", "src/b.h:2"}
     expected_notes = {"src/c.cc", "src/d.h"}
-    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
-               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.realpath(tmp)
         db = [{"directory": root, "file": f"src/{n}.cc",
                "arguments": ["c++", "-std=c++17", f"-I{root}", "-c", f"src/{n}.cc"]}
               for n in ("a", "b")]
         files_before["build/compile_commands.json"] = json.dumps(db, indent=1)
-
-        def write(files):
-            for rel, text in files.items():
-                os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
-                with open(os.path.join(root, rel), "w") as f:
-                    f.write(text)
-        sh = lambda *a: subprocess.run(["git", "-C", root, *a], env=env, check=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        sh("init", "-q")
-        write(files_before)
-        sh("add", "-A")
-        sh("commit", "-q", "-m", "base")
-        write(files_after)
         build_dir = os.path.join(root, "build")
-        old_env = dict(os.environ)
-        os.environ.update(env)
         try:
-            found, notes = check(root, "HEAD", binary, build_dir)
-            # A clean tree against its own HEAD has nothing to check.
-            sh("stash", "-q", "-u")
-            clean, clean_notes = check(root, "HEAD", binary, build_dir)
+            with self_test_repo(root, files_before, files_after) as sh:
+                found, notes = check(root, "HEAD", binary, build_dir)
+                # A clean tree against its own HEAD has nothing to check.
+                sh("stash", "-q", "-u")
+                clean, clean_notes = check(root, "HEAD", binary, build_dir)
         except RuntimeError as e:
             print(f"self-test failed: {e}")
             return 1
-        finally:
-            os.environ.clear()
-            os.environ.update(old_env)
     flagged = {":".join(f.split(":")[:2]) for f in found}
     noted = {n.split(":")[0] for n in notes}
     if (flagged != expected or len(found) != len(expected) or noted != expected_notes
