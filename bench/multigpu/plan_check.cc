@@ -44,8 +44,11 @@ absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const p
     o.headers = gen.headers;
     o.include_paths = {CudaIncludeDir()};
     o.extra_options = {"-std=c++17"};
+    o.extra_options.insert(o.extra_options.end(), flags.nvrtc_options.begin(),
+                           flags.nvrtc_options.end());
     ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, nvrtc::Compile(gen.source, o));
     absl::StrAppend(&line, " nvrtc ", static_cast<int>(k.compile_ms), " ms");
+    if (!flags.nvrtc_options.empty() && !k.log.empty()) absl::StrAppend(&line, "\n", k.log);
   }
   return line;
 }

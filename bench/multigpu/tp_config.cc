@@ -123,6 +123,10 @@ void DeclareFlags(FlagSet& s, BenchFlags* f, RawFlags* raw) {
   s.Bool("plan-only", &f->plan_only,
          "build every plan and generate every kernel's source; no GPU needed");
   s.Bool("nvrtc", &f->plan_only_nvrtc, "with --plan-only: also compile each kernel with NVRTC");
+  s.Repeated("nvrtc-option", &f->nvrtc_options,
+             "with --nvrtc: one more NVRTC option (repeatable), e.g. --time=- (phase times); each "
+             "kernel's NVRTC log is printed")
+      .Metavar("OPT");
   s.String("arch", &f->arch, "with --plan-only: the GPU to generate and compile for")
       .Metavar("sm_NN");
 }
