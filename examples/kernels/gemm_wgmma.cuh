@@ -626,7 +626,14 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   int it = 0;
   // Tiles come from the producer (the slot of each tile's first stage) until it stops.
   while (true) {
-    syncopate::Tile t{};
+    // The next tile's first stage says whether there is one: no tile left, or the producer gave
+    // up on this tile's chunks (read once per warp: a uniform branch). The loop is left with a
+    // break, not a return from inside it: an exit inside the loop made ptxas treat the wgmmas as
+    // divergent and serialise them (warning C7518). Waiting on that stage again below returns at
+    // once (its phase cannot advance before this warpgroup releases it).
+    MbarWait(&full[it % kStages], (it / kStages) & 1);
+    if (__shfl_sync(0xffffffffu, *stop_at, 0) == it + 1) break;
+    const syncopate::Tile t = s.tile(stage_tile[it % kStages]);  // before the stage is released
     float acc[BN / 2];
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
@@ -634,15 +641,6 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     for (int kb = 0; kb < ktiles; ++kb, ++it) {
       const int st = it % kStages;
       MbarWait(&full[st], (it / kStages) & 1);
-      if (kb == 0) {
-        // No tile left, or the producer gave up on this tile's chunks (read once per warp: a
-        // uniform branch).
-        if (__shfl_sync(0xffffffffu, *stop_at, 0) == it + 1) {
-          if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
-          return;
-        }
-        t = s.tile(stage_tile[st]);
-      }
       if (cp_async) FenceProxyAsync();  // TMA writes through the async proxy already
       WgmmaFence();
 #pragma unroll
@@ -683,7 +681,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
                                     t.n * BN + (lane % 4) * 2, M, N, pair_store);
     }
     s.done_by_group(t, group);
-  }  // left at the stop (above), after the last store drained
+  }
+  if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
 #endif  // SYNCOPATE_WGMMA_OK
 }
 
