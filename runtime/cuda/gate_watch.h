@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,14 @@ struct WatchedGate {
   int dst_rank = 0;  // where the step's copy goes
 };
 
+// A prepared launch's gates, built once with it (Group::PrepareWaits); null or empty: none.
+using WatchedGates = std::shared_ptr<const std::vector<WatchedGate>>;
+
 class GateWatch {
  public:
-  // A copy-engine launch was issued with these gates (empty: none to watch).
-  void Arm(std::vector<WatchedGate> gates);
+  // A copy-engine launch was issued with these gates. No allocation once the sample buffers have
+  // grown to the largest launch's gates (Arm and Observe run on every launch and every poll).
+  void Arm(WatchedGates gates);
   // Samples the gate words unless a timeout is already recorded or the host abort is raised
   // (then the gates may have been released by the abort, not by their conditions).
   void Observe(const volatile HostWords& words);
@@ -38,8 +43,12 @@ class GateWatch {
   std::string Describe(uint32_t epoch) const;
 
  private:
-  std::vector<WatchedGate> gates_;
+  const std::vector<WatchedGate>& gates() const { return gates_ ? *gates_ : kNoGates; }
+  static inline const std::vector<WatchedGate> kNoGates;
+
+  WatchedGates gates_;
   std::vector<uint32_t> sampled_;  // gate words, per watched gate, at the last clean sample
+  std::vector<uint32_t> reading_;  // Observe's scratch: the words being read
   bool sampled_once_ = false;
 };
 

@@ -192,6 +192,13 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
   launch.num_launch_waits = static_cast<unsigned>(waits.ops.size());
   launch.num_control_ctas = waits.control_cta ? 1u : 0u;
   launch.step_gates = std::move(waits.step_gate);
+  auto watched = std::make_shared<std::vector<WatchedGate>>();
+  const std::vector<CopyStep>& steps = launch.copy_program.steps;
+  for (size_t i = 0; i < launch.step_gates.size() && i < steps.size(); ++i) {
+    if (launch.step_gates[i] < 0) continue;
+    watched->push_back({launch.step_gates[i], steps[i].transfer, steps[i].signal_rank});
+  }
+  launch.watched_gates = std::move(watched);
   launch.waits_prepared = true;
   return absl::OkStatus();
 }
@@ -228,15 +235,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
       CU_STREAM_WRITE_VALUE_DEFAULT));
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
-  std::vector<WatchedGate> gates;
-  if (copy_engine) {
-    for (size_t i = 0; i < program.steps.size(); ++i) {
-      if (launch.step_gates[i] < 0) continue;
-      gates.push_back(
-          {launch.step_gates[i], program.steps[i].transfer, program.steps[i].signal_rank});
-    }
-  }
-  gate_watch_.Arm(std::move(gates));
+  gate_watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
   if (copy_engine) {
     RETURN_IF_ERROR(EnsureSideStreams(program.num_channels));
     CU_RETURN_IF_ERROR(api.cuEventRecord(fork_event_.get(), stream));

@@ -124,6 +124,7 @@ struct KernelLaunch {
   unsigned num_launch_waits = 0;
   unsigned num_control_ctas = 0;  // 1: CTA num_comm_ctas runs gates and tails
   std::vector<int> step_gates;    // per copy step: gate word index, or -1
+  WatchedGates watched_gates;     // the gated steps, for Sync()'s diagnosis (gate_watch.h)
   bool waits_prepared = false;
   // Plan buffers that only reductions write on this rank (e.g. ReduceScatter's "output", where
   // even the own contribution is a SUM into it) start every launch at the op's identity.

@@ -16,6 +16,10 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+WatchedGates Gates(std::vector<WatchedGate> gates) {
+  return std::make_shared<const std::vector<WatchedGate>>(std::move(gates));
+}
+
 class GateWatchTest : public ::testing::Test {
  protected:
   GateWatchTest() : words_(std::make_unique<HostWords>()) {}
@@ -28,12 +32,14 @@ class GateWatchTest : public ::testing::Test {
 TEST_F(GateWatchTest, NothingArmedDescribesNothing) {
   watch_.Observe(seen());
   EXPECT_EQ(watch_.Describe(5), "");
-  watch_.Arm({});
+  watch_.Arm(nullptr);
+  EXPECT_EQ(watch_.Describe(5), "");
+  watch_.Arm(Gates({}));
   EXPECT_EQ(watch_.Describe(5), "");
 }
 
 TEST_F(GateWatchTest, NamesTheGatesStillHeldForTheFailedLaunch) {
-  watch_.Arm({{0, 10, 1}, {3, 11, 2}, {7, 12, 3}});
+  watch_.Arm(Gates({{0, 10, 1}, {3, 11, 2}, {7, 12, 3}}));
   words().gates[0] = 5;
   words().gates[3] = 4;  // still at the previous launch
   words().gates[7] = 6;  // a later launch already released it
@@ -44,14 +50,14 @@ TEST_F(GateWatchTest, NamesTheGatesStillHeldForTheFailedLaunch) {
 }
 
 TEST_F(GateWatchTest, AllReleasedPointsAwayFromThePeers) {
-  watch_.Arm({{1, 4, 0}, {2, 5, 3}});
+  watch_.Arm(Gates({{1, 4, 0}, {2, 5, 3}}));
   words().gates[1] = words().gates[2] = 9;
   watch_.Observe(seen());
   EXPECT_THAT(watch_.Describe(9), AllOf(HasSubstr("released all 2"), HasSubstr("queued behind")));
 }
 
 TEST_F(GateWatchTest, GatesReadAfterATimeoutOrAnAbortAreIgnored) {
-  watch_.Arm({{0, 10, 1}});
+  watch_.Arm(Gates({{0, 10, 1}}));
   words().gates[0] = 4;
   watch_.Observe(seen());
   // The kernel recorded its timeout and released every gate: not the gates' own doing.
@@ -66,7 +72,7 @@ TEST_F(GateWatchTest, GatesReadAfterATimeoutOrAnAbortAreIgnored) {
 }
 
 TEST_F(GateWatchTest, NeverSampledSaysSo) {
-  watch_.Arm({{0, 10, 1}});
+  watch_.Arm(Gates({{0, 10, 1}}));
   EXPECT_THAT(watch_.Describe(1), HasSubstr("not sampled"));
   words().record.timed_out = 1;
   watch_.Observe(seen());
@@ -74,10 +80,10 @@ TEST_F(GateWatchTest, NeverSampledSaysSo) {
 }
 
 TEST_F(GateWatchTest, ArmingAgainForgetsTheOldSample) {
-  watch_.Arm({{0, 10, 1}});
+  watch_.Arm(Gates({{0, 10, 1}}));
   words().gates[0] = 3;
   watch_.Observe(seen());
-  watch_.Arm({{2, 20, 0}});
+  watch_.Arm(Gates({{2, 20, 0}}));
   EXPECT_THAT(watch_.Describe(3), HasSubstr("not sampled"));
 }
 
