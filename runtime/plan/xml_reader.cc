@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -78,19 +79,27 @@ class Reader {
     return absl::OkStatus();
   }
 
+  // Skips a comment or processing instruction at the cursor, true if there was one; other "<!"
+  // markup is an error. One place for what may stand between elements and inside content.
+  absl::StatusOr<bool> SkipMarkup() {
+    if (LookingAt("<!--")) {
+      RETURN_IF_ERROR(SkipPast("-->", "comment"));
+      return true;
+    }
+    if (LookingAt("<?")) {
+      RETURN_IF_ERROR(SkipPast("?>", "processing instruction"));
+      return true;
+    }
+    if (LookingAt("<!")) return Error("DOCTYPE and CDATA sections are not supported");
+    return false;
+  }
+
   // Whitespace, comments and processing instructions between elements.
   absl::Status SkipMisc() {
     while (true) {
       SkipSpace();
-      if (LookingAt("<!--")) {
-        RETURN_IF_ERROR(SkipPast("-->", "comment"));
-      } else if (LookingAt("<?")) {
-        RETURN_IF_ERROR(SkipPast("?>", "processing instruction"));
-      } else if (LookingAt("<!")) {
-        return Error("DOCTYPE and CDATA sections are not supported");
-      } else {
-        return absl::OkStatus();
-      }
+      ASSIGN_OR_RETURN(const bool skipped, SkipMarkup());
+      if (!skipped) return absl::OkStatus();
     }
   }
 
@@ -198,13 +207,9 @@ class Reader {
       while (!AtEnd() && Peek() != '<') Advance();
       RETURN_IF_ERROR(Unescape(begin, pos_, &out->text));
       if (AtEnd()) return Error(absl::StrCat("missing </", out->name, ">"));
-      if (LookingAt("<!--")) {
-        RETURN_IF_ERROR(SkipPast("-->", "comment"));
-      } else if (LookingAt("<?")) {
-        RETURN_IF_ERROR(SkipPast("?>", "processing instruction"));
-      } else if (LookingAt("<!")) {
-        return Error("DOCTYPE and CDATA sections are not supported");
-      } else if (LookingAt("</")) {
+      ASSIGN_OR_RETURN(const bool skipped, SkipMarkup());
+      if (skipped) continue;
+      if (LookingAt("</")) {
         Advance(2);
         ASSIGN_OR_RETURN(std::string name, Name("an end tag name"));
         if (name != out->name) {

@@ -8,16 +8,17 @@
 #include <thread>
 
 #include "jit/build/kernel_build.h"
-#include "runtime/plan/templates.h"
-#include "spdlog/spdlog.h"
 #include "runtime/plan_io/plan_proto.h"
+#include "spdlog/spdlog.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/plan.pb.h"
 #include "tests/server/test_kernels.h"
+#include "tests/testing/template_plan.h"
 
 namespace syncopate {
 namespace {
 
+using ::syncopate::testing::TemplatePlan;
 using ::testing::HasSubstr;
 
 constexpr int kWorld = 8;
@@ -153,11 +154,7 @@ TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
 // alone is NOT_FOUND naming plan_hash; with the plan at hand the client resends it in full; the
 // daemon then holds it and later requests by hash alone work.
 TEST_F(EmbeddedClientTest, CompileByPlanHashFallsBackToTheFullPlan) {
-  plan::TemplateParams params;
-  params.world_size = 4;
-  params.shape = {64, 32};
-  params.dtype = plan::DType::kBF16;
-  auto built = plan::BuildTemplate("allgather.ring", params);
+  auto built = TemplatePlan("allgather.ring", 4, {64, 32});
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   const std::string hash = plan::PlanHash(*built);
   std::string serialized;

@@ -11,10 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/plan/templates.h"
+#include "tests/testing/template_plan.h"
 
 namespace syncopate::cuda {
 namespace {
 
+using ::syncopate::testing::TemplatePlan;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kSpan = 1ull << 32;
@@ -96,10 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(CopyProgramTest, PullProgramsTellTheSourceWhenDrained) {
-  plan::TemplateParams tp;
-  tp.world_size = 3;
-  tp.shape = {9, 4};
-  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.pull", tp);
+  absl::StatusOr<plan::Plan> p = TemplatePlan("allgather.pull", 3, {9, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   absl::StatusOr<CopyProgram> prog = BuildCopyProgram(*p, 1, Addresses());
   ASSERT_TRUE(prog.ok()) << prog.status();
@@ -108,10 +107,7 @@ TEST(CopyProgramTest, PullProgramsTellTheSourceWhenDrained) {
 }
 
 TEST(CopyProgramTest, ReductionsNeedAnotherBackend) {
-  plan::TemplateParams tp;
-  tp.world_size = 2;
-  tp.shape = {8, 4};
-  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("reducescatter.ring", tp);
+  absl::StatusOr<plan::Plan> p = TemplatePlan("reducescatter.ring", 2, {8, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   absl::Status s = BuildCopyProgram(*p, 0, Addresses()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
@@ -119,10 +115,7 @@ TEST(CopyProgramTest, ReductionsNeedAnotherBackend) {
 }
 
 TEST(CopyProgramTest, AfterComputeTransfersWaitForChunkReady) {
-  plan::TemplateParams tp;
-  tp.world_size = 2;
-  tp.shape = {8, 4};
-  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.push", tp);
+  absl::StatusOr<plan::Plan> p = TemplatePlan("allgather.push", 2, {8, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   for (auto& ch : p->ranks[0].channels)
     for (plan::Transfer& t : ch) t.after_compute = true;
@@ -182,10 +175,7 @@ TEST(CopyProgramTest, InterNodeTransfersAreLeftToTheProxy) {
 }
 
 TEST(CopyProgramTest, NodeMapErrors) {
-  plan::TemplateParams tp;
-  tp.world_size = 4;
-  tp.shape = {16, 4};
-  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.ring", tp);
+  absl::StatusOr<plan::Plan> p = TemplatePlan("allgather.ring", 4, {16, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(BuildCopyProgram(*p, 0, Addresses(), {}, {0, 1}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -215,7 +205,7 @@ TEST(CopyProgramTest, NodeMapErrors) {
                                                   " (rank 0 on node 0) depends on transfer ",
                                                   to_rank3)));
   // The proxy moves plain pushes only: an inter-node reduction is refused, not dropped.
-  absl::StatusOr<plan::Plan> push = plan::BuildTemplate("allgather.push", tp);
+  absl::StatusOr<plan::Plan> push = TemplatePlan("allgather.push", 4, {16, 4});
   ASSERT_TRUE(push.ok()) << push.status();
   for (plan::Transfer& t : push->ranks[0].channels[0]) {
     if (t.peer == 2) t.reduce = plan::ReduceOp::kSum;
@@ -226,10 +216,7 @@ TEST(CopyProgramTest, NodeMapErrors) {
 }
 
 TEST(CopyProgramTest, RankOutOfRange) {
-  plan::TemplateParams tp;
-  tp.world_size = 2;
-  tp.shape = {8, 4};
-  absl::StatusOr<plan::Plan> p = plan::BuildTemplate("allgather.push", tp);
+  absl::StatusOr<plan::Plan> p = TemplatePlan("allgather.push", 2, {8, 4});
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(BuildCopyProgram(*p, 2, Addresses()).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -67,15 +67,9 @@ absl::Status Rank(int rank, const std::string& templ, const ucx::ForkedBootstrap
   ASSIGN_OR_RETURN(std::unique_ptr<ucx::UcxTransport> transport,
                    ucx::UcxTransport::Create(topts));
   ASSIGN_OR_RETURN(Context ctx, Context::Retain(0));
-  plan::TemplateParams params;
-  params.world_size = kWorld;
-  params.shape = {48, 96};
-  params.dtype = plan::DType::kF32;
-  params.axis = 0;
-  params.chunks_per_shard = 2;
-  params.op = plan::ReduceOp::kSum;
-  params.ranks_per_node = kRanksPerNode;
-  ASSIGN_OR_RETURN(plan::Plan plan, plan::BuildTemplate(templ, params));
+  ASSIGN_OR_RETURN(
+      plan::Plan plan,
+      plan::BuildTemplate(templ, ucx::testing::PlanParams(kWorld, kRanksPerNode, 48, 96, 2)));
   ASSIGN_OR_RETURN(std::unique_ptr<DevicePlanBuffers> buffers,
                    DevicePlanBuffers::Create(ctx, plan));
   ucx::ExecutorOptions eopts;

@@ -42,32 +42,34 @@ void ExpectMatchesOffsets(const plan::BufferSpec& src, const Region& sr, const p
   }
 }
 
+// The regular cases: the whole copy folds into the one segment `want`.
+void ExpectOneSegment(const plan::BufferSpec& src, const Region& sr, const plan::BufferSpec& dst,
+                      const Region& dr, const CopySegment& want) {
+  auto segs = BuildCopyDescriptors(src, sr, dst, dr);
+  ASSERT_TRUE(segs.ok()) << segs.status();
+  ASSERT_EQ(segs->size(), 1u);
+  EXPECT_EQ((*segs)[0], want);
+}
+
 TEST(CopyDescriptorsTest, FullRowSlabIsOneSegment) {
   const auto buf = plan::MakeBuffer("data", plan::DType::kBF16, {64, 32});
   const Region r = Region::Slab(buf.shape, 0, 16, 32);
-  auto segs = BuildCopyDescriptors(buf, r, buf, r);
-  ASSERT_TRUE(segs.ok()) << segs.status();
-  ASSERT_EQ(segs->size(), 1u);
-  EXPECT_EQ((*segs)[0], (CopySegment{16 * 32 * 2, 16 * 32 * 2, 16 * 32 * 2, 1, 1024, 1024}));
+  const int64_t slab_bytes = int64_t{16} * 32 * 2;  // rows [16, 32) of 32 bf16 columns
+  ExpectOneSegment(buf, r, buf, r, CopySegment{slab_bytes, slab_bytes, slab_bytes, 1, 1024, 1024});
 }
 
 TEST(CopyDescriptorsTest, ColumnSlabIsOne2DSegment) {
   const auto buf = plan::MakeBuffer("data", plan::DType::kF32, {8, 100});
   const Region r = Region::Slab(buf.shape, 1, 25, 50);
-  auto segs = BuildCopyDescriptors(buf, r, buf, r);
-  ASSERT_TRUE(segs.ok()) << segs.status();
-  ASSERT_EQ(segs->size(), 1u);
-  EXPECT_EQ((*segs)[0], (CopySegment{100, 100, 100, 8, 400, 400}));
+  ExpectOneSegment(buf, r, buf, r, CopySegment{100, 100, 100, 8, 400, 400});
 }
 
 TEST(CopyDescriptorsTest, ShardIntoSmallerOutputBuffer) {
   // ReduceScatter style: rows [10, 20) of a [40, 6] input land at rows [0, 10) of a [10, 6] output.
   const auto in = plan::MakeBuffer("input", plan::DType::kF16, {40, 6});
   const auto out = plan::MakeBuffer("output", plan::DType::kF16, {10, 6});
-  auto segs = BuildCopyDescriptors(in, Region::Slab(in.shape, 0, 10, 20), out, Region::Whole(out.shape));
-  ASSERT_TRUE(segs.ok()) << segs.status();
-  ASSERT_EQ(segs->size(), 1u);
-  EXPECT_EQ((*segs)[0], (CopySegment{10 * 6 * 2, 0, 120, 1, 120, 120}));
+  ExpectOneSegment(in, Region::Slab(in.shape, 0, 10, 20), out, Region::Whole(out.shape),
+                   CopySegment{int64_t{10} * 6 * 2, 0, 120, 1, 120, 120});
 }
 
 TEST(CopyDescriptorsTest, MismatchedShapesFollowElementOrder) {

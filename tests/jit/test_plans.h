@@ -11,31 +11,28 @@
 
 namespace syncopate::jit::testing {
 
-inline plan::Plan AllGatherPlan(const std::string& algo, int world, int64_t m, int64_t k,
-                                int chunks, plan::DType dtype = plan::DType::kBF16) {
+// The template `name` over a [rows, cols] tensor split along rows: what both plans below share.
+inline plan::Plan RowSplitPlan(const std::string& name, int world, int64_t rows, int64_t cols,
+                               int chunks, plan::DType dtype) {
   plan::TemplateParams p;
   p.world_size = world;
-  p.shape = {m, k};
+  p.shape = {rows, cols};
   p.dtype = dtype;
   p.axis = 0;
   p.chunks_per_shard = chunks;
-  auto plan = plan::BuildTemplate("allgather." + algo, p);
+  auto plan = plan::BuildTemplate(name, p);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : plan::Plan{};
 }
 
+inline plan::Plan AllGatherPlan(const std::string& algo, int world, int64_t m, int64_t k,
+                                int chunks, plan::DType dtype = plan::DType::kBF16) {
+  return RowSplitPlan("allgather." + algo, world, m, k, chunks, dtype);
+}
+
 inline plan::Plan ReduceScatterPlan(const std::string& algo, int world, int64_t m, int64_t n,
                                     int chunks, plan::DType dtype = plan::DType::kBF16) {
-  plan::TemplateParams p;
-  p.world_size = world;
-  p.shape = {m, n};
-  p.dtype = dtype;
-  p.axis = 0;
-  p.chunks_per_shard = chunks;
-  p.op = plan::ReduceOp::kSum;
-  auto plan = plan::BuildTemplate("reducescatter." + algo, p);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : plan::Plan{};
+  return RowSplitPlan("reducescatter." + algo, world, m, n, chunks, dtype);
 }
 
 // A minimal local kernel for golden files: copies its consumed operand's tile into its output.

@@ -10,10 +10,12 @@
 #include "gtest/gtest.h"
 #include "runtime/plan/templates.h"
 #include "tests/plan/template_cases.h"
+#include "tests/testing/template_plan.h"
 
 namespace syncopate::plan_io {
 namespace {
 
+using ::syncopate::testing::TemplatePlan;
 using ::testing::HasSubstr;
 
 plan::Plan Template(const std::string& name, int world, uint64_t seed = 1) {
@@ -214,11 +216,7 @@ TEST(PlanProtoTest, FromProtoErrorsNameTheField) {
       {"hash", [](v1::Plan& p) { p.set_plan_hash("abc"); },
        "plan_hash: is abc but the plan hashes to "},
   };
-  plan::TemplateParams params;
-  params.world_size = 3;
-  params.shape = {6, 4};
-  params.dtype = plan::DType::kBF16;
-  auto plan = plan::BuildTemplate("allgather.ring", params);
+  auto plan = TemplatePlan("allgather.ring", 3, {6, 4});
   ASSERT_TRUE(plan.ok()) << plan.status();
   const v1::Plan good = ToProto(*plan);
   // The mutations above assume two transfers per rank on channel 0, the second with a dep.

@@ -7,12 +7,12 @@
 #include <future>
 #include <thread>
 
-#include "runtime/plan/templates.h"
 #include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/service.grpc.pb.h"
 #include "tests/server/subprocess.h"
 #include "tests/server/test_kernels.h"
+#include "tests/testing/template_plan.h"
 
 namespace syncopate::testing {
 namespace {
@@ -62,6 +62,14 @@ class HostileRequests : public ::testing::Test {
     return rendezvous_->Join(&ctx, request, response ? response : &ignored);
   }
 
+  // Like Join: one Agree call under the usual deadline, for tests that look at its status only.
+  grpc::Status Agree(const v1::AgreeRequest& request) {
+    v1::AgreeResponse ignored;
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    return rendezvous_->Agree(&ctx, request, &ignored);
+  }
+
   static v1::JoinRequest ValidJoin(const std::string& job, int world, int rank) {
     v1::JoinRequest r;
     r.set_job_id(job);
@@ -93,10 +101,7 @@ class HostileRequests : public ::testing::Test {
       request.set_rank(rank);
       *request.mutable_proposal() = p;
       request.set_timeout_ms(20000);
-      v1::AgreeResponse response;
-      grpc::ClientContext ctx;
-      Deadline(ctx);
-      return rendezvous_->Agree(&ctx, request, &response);
+      return Agree(request);
     };
     auto second = std::async(std::launch::async, [&] { return agree(1, p1); });
     grpc::Status first = agree(0, p0);
@@ -167,42 +172,19 @@ TEST_F(HostileRequests, BadShapesAreNamed) {
   request.set_group_id("g");
   request.set_rank(0);
   *request.mutable_proposal() = p;
-  v1::AgreeResponse response;
-  {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    EXPECT_STATUS(rendezvous_->Agree(&ctx, request, &response), INVALID_ARGUMENT,
-                  "proposal.template_request.shape[1]: -4 is negative");
-  }
+  EXPECT_STATUS(Agree(request), INVALID_ARGUMENT,
+                "proposal.template_request.shape[1]: -4 is negative");
   *request.mutable_proposal()->mutable_template_request() = AllGather(2, {int64_t{1} << 50, 2});
-  {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    EXPECT_STATUS(rendezvous_->Agree(&ctx, request, &response), INVALID_ARGUMENT,
-                  "proposal.template_request.shape[0]: 1125899906842624 exceeds the limit");
-  }
+  EXPECT_STATUS(Agree(request), INVALID_ARGUMENT,
+                "proposal.template_request.shape[0]: 1125899906842624 exceeds the limit");
   *request.mutable_proposal()->mutable_template_request() =
       AllGather(2, {int64_t{1} << 30, int64_t{1} << 30});
-  {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    EXPECT_STATUS(rendezvous_->Agree(&ctx, request, &response), INVALID_ARGUMENT,
-                  "proposal.template_request.shape: [1073741824,1073741824] has more than");
-  }
+  EXPECT_STATUS(Agree(request), INVALID_ARGUMENT,
+                "proposal.template_request.shape: [1073741824,1073741824] has more than");
   request.clear_proposal();
-  {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    EXPECT_STATUS(rendezvous_->Agree(&ctx, request, &response), INVALID_ARGUMENT,
-                  "proposal: is required");
-  }
+  EXPECT_STATUS(Agree(request), INVALID_ARGUMENT, "proposal: is required");
   *request.mutable_proposal()->mutable_template_request() = AllGather(2, {64, 32});
-  {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    EXPECT_STATUS(rendezvous_->Agree(&ctx, request, &response), NOT_FOUND,
-                  "group_id: group g is not known");
-  }
+  EXPECT_STATUS(Agree(request), NOT_FOUND, "group_id: group g is not known");
 }
 
 TEST_F(HostileRequests, DivergingProposalsNameTheRanksAndField) {
@@ -223,11 +205,7 @@ TEST_F(HostileRequests, DivergingProposalsNameTheRanksAndField) {
 }
 
 TEST_F(HostileRequests, PlanFailingValidationIsNamed) {
-  plan::TemplateParams params;
-  params.world_size = 2;
-  params.shape = {64, 32};
-  params.dtype = plan::DType::kBF16;
-  auto built = plan::BuildTemplate("allgather.ring", params);
+  auto built = TemplatePlan("allgather.ring", 2, {64, 32});
   ASSERT_TRUE(built.ok()) << built.status();
   v1::Proposal p;
   p.set_kernel_hash("k");

@@ -65,14 +65,7 @@ struct Scenario {
 };
 
 plan::Plan BuildPlan(const Scenario& s) {
-  plan::TemplateParams p;
-  p.world_size = kWorld;
-  p.shape = {32, 48};
-  p.dtype = plan::DType::kF32;
-  p.axis = 0;
-  p.chunks_per_shard = 2;
-  p.op = plan::ReduceOp::kSum;
-  p.ranks_per_node = kRanksPerNode;
+  plan::TemplateParams p = testing::PlanParams(kWorld, kRanksPerNode, 32, 48, 2);
   p.produced_by_compute = s.produced_by_compute;
   absl::StatusOr<plan::Plan> plan = plan::BuildTemplate(s.templ, p);
   if (!plan.ok()) {

@@ -14,8 +14,24 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/plan/plan.h"
+#include "runtime/plan/templates.h"
 
 namespace syncopate::ucx::testing {
+
+// The template parameters of the plans these tests run, so their data fits: f32 buffers of
+// [rows, cols] split along rows, summed where the template reduces, `ranks_per_node` a node.
+inline plan::TemplateParams PlanParams(int world, int ranks_per_node, int64_t rows, int64_t cols,
+                                       int chunks_per_shard) {
+  plan::TemplateParams p;
+  p.world_size = world;
+  p.shape = {rows, cols};
+  p.dtype = plan::DType::kF32;
+  p.axis = 0;
+  p.chunks_per_shard = chunks_per_shard;
+  p.op = plan::ReduceOp::kSum;
+  p.ranks_per_node = ranks_per_node;
+  return p;
+}
 
 // A plan buffer's elements on this rank, by name.
 using BufferData = std::function<float*(const std::string& buffer)>;

@@ -244,14 +244,8 @@ int Main(int argc, char** argv) {
   int completed = 0;
   absl::Status status = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap, MakeBootstrap(f, timeout * 4));
-    plan::TemplateParams params;
-    params.world_size = f.world;
-    params.shape = {f.rows, f.cols};
-    params.dtype = plan::DType::kF32;
-    params.axis = 0;
-    params.chunks_per_shard = f.chunks;
-    params.op = plan::ReduceOp::kSum;
-    params.ranks_per_node = f.rpn;
+    const plan::TemplateParams params =
+        testing::PlanParams(f.world, f.rpn, f.rows, f.cols, f.chunks);
     plan::Plan plan;
     NodeMap nodes = NodesFromRanksPerNode(f.world, f.rpn);
     if (f.bootstrap == "tcp") {
