@@ -269,6 +269,7 @@ Result<CompiledKernel> Client::Compile(const CompileRequest& request) const {
   wire.set_rank(request.rank);
   wire.set_arch(request.arch);
   wire.set_known_cache_key(request.known_cache_key);
+  wire.mutable_nodes()->Add(request.nodes.begin(), request.nodes.end());
   const std::chrono::milliseconds timeout =
       request.timeout.count() > 0 ? request.timeout : impl_->options.rpc_timeout;
   wire.set_timeout_ms(static_cast<uint32_t>(timeout.count()));

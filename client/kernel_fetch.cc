@@ -18,9 +18,10 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
     // A wedged daemon must not hold a rank's build for the client's general RPC timeout (2
     // minutes): past this, NVRTC compiles here.
     if (request.timeout.count() <= 0) request.timeout = kDefaultFetchTimeout;
-    if (query.plan_hash.empty()) {
+    if (query.plan_hash.empty()) {  // the local variant: no plan, so no node map either
       request.plan.clear();
       request.plan_hash.clear();
+      request.nodes.clear();
     }
     Result<CompiledKernel> compiled = client.Compile(request);
     if (!compiled.ok()) return ToAbslStatus(compiled.status(), "daemon compile");
@@ -37,8 +38,10 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
 
 absl::StatusOr<CompileRequest> CompileRequestFor(const plan::Plan* plan,
                                                  const jit::KernelSpec& spec,
-                                                 std::string_view kernel_source) {
+                                                 std::string_view kernel_source,
+                                                 std::vector<int> nodes) {
   CompileRequest request;
+  if (plan != nullptr) request.nodes = std::move(nodes);
   request.kernel.source = std::string(kernel_source);
   request.kernel.spec = jit::FormatKernelSpec(spec);
   if (plan != nullptr && !plan_io::ToProto(*plan).SerializeToString(&request.plan)) {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "jit/build/kernel_build.h"
@@ -31,10 +32,12 @@ inline constexpr std::chrono::milliseconds kDefaultFetchTimeout{20000};
 jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base);
 
 // The request for the kernel a builder makes from (plan, spec, local kernel source), which is what
-// OverlapRuntime::Compile and the CLI are given: the source, the spec as text, the plan in full.
-// `plan` nullptr: the local (identity-schedule) kernel.
+// OverlapRuntime::Compile and the CLI are given: the source, the spec as text, the plan in full,
+// and the group's node map (rank -> node; empty for one node: OverlapRuntime::nodes()).
+// `plan` nullptr: the local (identity-schedule) kernel, which has no node map.
 absl::StatusOr<CompileRequest> CompileRequestFor(const plan::Plan* plan,
                                                  const jit::KernelSpec& spec,
-                                                 std::string_view kernel_source);
+                                                 std::string_view kernel_source,
+                                                 std::vector<int> nodes = {});
 
 }  // namespace syncopate

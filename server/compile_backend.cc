@@ -27,22 +27,6 @@ absl::Status Prefix(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
-// The overlap compiler's translation unit for this request: fused (spec x plan) or, without a
-// plan, the local kernel over the identity schedule.
-absl::StatusOr<jit::GeneratedKernel> GenerateSource(const v1::CompileRequest& request,
-                                                   const jit::KernelSpec& spec,
-                                                   const plan::Plan* plan) {
-  jit::CodegenOptions options;
-  if (!request.kernel().program_name().empty()) {
-    options.kernel_source_name = request.kernel().program_name();
-  }
-  absl::StatusOr<jit::GeneratedKernel> generated =
-      plan != nullptr ? jit::GenerateFusedKernel(*plan, spec, request.kernel().source(), options)
-                      : jit::GenerateLocalKernel(spec, request.kernel().source(), options);
-  if (!generated.ok()) return Prefix(generated.status(), "kernel.spec x plan: ");
-  return generated;
-}
-
 void FillLaunch(const jit::GeneratedKernel& generated, v1::LaunchMetadata& launch) {
   const jit::LaunchMetadata& m = generated.metadata;
   launch.set_entry(generated.entry_symbol);
@@ -110,6 +94,8 @@ std::string RequestKey(const v1::CompileRequest& request) {
   }
   // rank and known_cache_key do not change the result: one generated kernel serves every rank.
   absl::StrAppend(&key, request.arch().size(), ":", request.arch());
+  // The node map does: inter-node chunks leave the kernel's tables.
+  for (int32_t node : request.nodes()) absl::StrAppend(&key, ",", node);
   return key;
 }
 
@@ -157,37 +143,12 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   if (!spec.ok()) return Prefix(spec.status(), "kernel.spec: ");
   if (absl::Status s = jit::ValidateKernelSpec(*spec); !s.ok()) return Prefix(s, "kernel.spec: ");
 
-  auto prepared = std::make_shared<Prepared>();
-  std::optional<plan::Plan> plan;
-  if (request.has_plan()) {
-    absl::StatusOr<plan::Plan> decoded = plan_io::FromProto(request.plan());
-    if (!decoded.ok()) return Prefix(decoded.status(), "plan.");
-    if (absl::Status s = plan::ValidatePlan(*decoded); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("plan: fails validation: ", s.message()));
-    }
-    if (absl::Status s = jit::CheckSpecAgainstPlan(*spec, *decoded); !s.ok()) {
-      return Prefix(s, "kernel.spec (against plan): ");
-    }
-    prepared->plan_hash = plan::PlanHash(*decoded);
-    if (!expected_plan_hash.empty() && expected_plan_hash != prepared->plan_hash) {
-      // The store is filled under hashes computed by daemons; a mismatch is our bug, not the
-      // caller's, and must not compile the wrong plan.
-      return absl::InternalError(absl::StrCat("plan_hash: the plan held under ", expected_plan_hash,
-                                              " hashes to ", prepared->plan_hash));
-    }
-    if (options_.plans != nullptr && expected_plan_hash.empty()) {
-      options_.plans->Remember(prepared->plan_hash, request.plan());
-    }
-    plan = std::move(decoded).value();
-  }
-  ASSIGN_OR_RETURN(jit::GeneratedKernel generated,
-                   GenerateSource(request, *spec, plan ? &*plan : nullptr));
-
   if (absl::StatusOr<nvrtc::Arch> arch = nvrtc::ParseArch(request.arch()); !arch.ok()) {
     return Prefix(arch.status(), "arch: ");
   }
-  // The shared build path derives NVRTC's options and the cache key, so a kernel compiled here is
-  // a cache hit for the runtime and the CLI on this node, and the other way round.
+  // The shared build path prepares (validates, generates, derives NVRTC's options and the cache
+  // key), so a kernel compiled here is a cache hit for the runtime and the CLI on this node, and
+  // the other way round.
   jit::BuildOptions build;
   build.arch = request.arch();
   // BuildOptions' default language standard for the device headers, then the caller's options
@@ -196,15 +157,39 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
                              request.kernel().options().end());
   build.extra_headers.insert(request.kernel().headers().begin(), request.kernel().headers().end());
   build.cuda_include_dir = options_.cuda_include_dir;
-  prepared->nvrtc_options = jit::NvrtcOptionsFor(generated, build);
+  build.program_name = request.kernel().program_name();
+  jit::CodegenOptions codegen;
   if (!request.kernel().program_name().empty()) {
-    prepared->nvrtc_options.program_name = request.kernel().program_name();
+    codegen.kernel_source_name = request.kernel().program_name();
   }
-  prepared->key = cache::CacheKey::FromParts(
-      jit::CacheKeyPartsFor(generated, prepared->plan_hash, build));
-  prepared->source = std::move(generated.source);
+  codegen.nodes.assign(request.nodes().begin(), request.nodes().end());
 
-  FillLaunch(generated, prepared->launch);
+  auto prepared = std::make_shared<Prepared>();
+  if (request.has_plan()) {
+    absl::StatusOr<plan::Plan> plan = plan_io::FromProto(request.plan());
+    if (!plan.ok()) return Prefix(plan.status(), "plan.");
+    ASSIGN_OR_RETURN(
+        prepared->kernel,
+        jit::PrepareFusedKernel(*plan, *spec, request.kernel().source(), build, codegen));
+    const std::string& hash = prepared->kernel.plan_hash;
+    if (!expected_plan_hash.empty() && expected_plan_hash != hash) {
+      // The store is filled under hashes computed by daemons; a mismatch is our bug, not the
+      // caller's, and must not compile the wrong plan.
+      return absl::InternalError(
+          absl::StrCat("plan_hash: the plan held under ", expected_plan_hash, " hashes to ", hash));
+    }
+    if (options_.plans != nullptr && expected_plan_hash.empty()) {
+      options_.plans->Remember(hash, request.plan());
+    }
+  } else {
+    if (!request.nodes().empty()) {
+      return absl::InvalidArgumentError(
+          "nodes: a node map needs a plan (the local kernel has none)");
+    }
+    ASSIGN_OR_RETURN(prepared->kernel,
+                     jit::PrepareLocalKernel(*spec, request.kernel().source(), build, codegen));
+  }
+  FillLaunch(prepared->kernel.generated, prepared->launch);
 
   std::shared_ptr<const Prepared> result = std::move(prepared);
   absl::MutexLock lock(&mu_);
@@ -218,21 +203,6 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   return result;
 }
 
-bool CompileBackend::AcquireSlot(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return running_ < options_.compile_threads;
-  };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) return false;
-  ++running_;
-  return true;
-}
-
-void CompileBackend::ReleaseSlot() {
-  absl::MutexLock lock(&mu_);
-  --running_;
-}
-
 std::optional<CompileOutcome> CompileBackend::CompileIfServedBefore(
     const v1::CompileRequest& request) {
   const std::string key = RequestKey(request);
@@ -242,8 +212,8 @@ std::optional<CompileOutcome> CompileBackend::CompileIfServedBefore(
   CompileOutcome outcome;
   outcome.kernel = it->second.kernel;
   outcome.cache_hit = true;
-  outcome.cache_key = it->second.prepared->key.hex();
-  outcome.plan_hash = it->second.prepared->plan_hash;
+  outcome.cache_key = it->second.prepared->kernel.key.hex();
+  outcome.plan_hash = it->second.prepared->kernel.plan_hash;
   outcome.launch = it->second.prepared->launch;
   return outcome;
 }
@@ -302,8 +272,8 @@ absl::StatusOr<CompileOutcome> CompileBackend::Conclude(
   outcome.kernel = result->kernel;
   // A hit: this request ran no compile (memory, disk, or another request's compile in flight).
   outcome.cache_hit = !compiled_here;
-  outcome.cache_key = prepared->key.hex();
-  outcome.plan_hash = prepared->plan_hash;
+  outcome.cache_key = prepared->kernel.key.hex();
+  outcome.plan_hash = prepared->kernel.plan_hash;
   outcome.launch = prepared->launch;
   return outcome;
 }
@@ -323,23 +293,15 @@ std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::Run(
     prepared = *std::move(first);
   }
   bool compiled_here = false;
+  const jit::PreparedKernel& kernel = prepared->kernel;
   auto compile = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
-    // Only a miss gets here; bound the number of NVRTC compiles running at once.
-    if (!AcquireSlot(deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "kernel ", prepared->key.hex(),
-          ": deadline passed while waiting for a free compile slot (compile_threads)"));
-    }
+    // Only a miss gets here; the slots bound the NVRTC compiles running at once.
     compiled_here = true;
-    nvrtc::CompileOptions options = prepared->nvrtc_options;
-    options.deadline = ToSteady(deadline);
-    absl::StatusOr<nvrtc::CompiledKernel> kernel = nvrtc::Compile(prepared->source, options);
-    ReleaseSlot();
-    return kernel;
+    return jit::CompilePrepared(kernel, ToSteady(deadline), &slots_);
   };
   if (joined == nullptr) {
     return Conclude(request_key, prepared,
-                    cache_->GetOrCompile(prepared->key, compile, {}, ToSteady(deadline)),
+                    cache_->GetOrCompile(kernel.key, compile, {}, ToSteady(deadline)),
                     compiled_here);
   }
   // Runs on the thread that leads the flight, once it ends: this request compiled nothing.
@@ -348,10 +310,10 @@ std::optional<absl::StatusOr<CompileOutcome>> CompileBackend::Run(
     done(Conclude(request_key, prepared, r, false));
   };
   std::optional<absl::StatusOr<cache::KernelCache::Result>> result =
-      cache_->GetOrCompileUnlessInFlight(prepared->key, compile, {}, ToSteady(deadline),
+      cache_->GetOrCompileUnlessInFlight(kernel.key, compile, {}, ToSteady(deadline),
                                          std::move(on_joined));
   if (!result.has_value()) {
-    if (joined_key != nullptr) *joined_key = prepared->key.hex();
+    if (joined_key != nullptr) *joined_key = kernel.key.hex();
     return std::nullopt;
   }
   return Conclude(request_key, prepared, *result, compiled_here);

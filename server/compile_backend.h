@@ -20,6 +20,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "jit/build/compile_slots.h"
+#include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "server/plan_store.h"
 #include "syncopate/v1/service.pb.h"
@@ -79,11 +81,8 @@ class CompileBackend {
   // What the checks of one distinct request produced: repeated requests (every rank, every
   // step) skip spec parsing and plan validation.
   struct Prepared {
-    cache::CacheKey key;
-    std::string source;
-    std::string plan_hash;
+    jit::PreparedKernel kernel;
     v1::LaunchMetadata launch;
-    nvrtc::CompileOptions nvrtc_options;
   };
   struct Memo {
     std::shared_ptr<const Prepared> prepared;
@@ -91,7 +90,7 @@ class CompileBackend {
   };
 
   CompileBackend(const Options& options, std::unique_ptr<cache::KernelCache> cache)
-      : options_(options), cache_(std::move(cache)) {}
+      : options_(options), cache_(std::move(cache)), slots_(options.compile_threads) {}
   // The first time a request is seen: finds a plan named by hash (NotFound when not held), then
   // Prepare.
   absl::StatusOr<std::shared_ptr<const Prepared>> PrepareFirst(const v1::CompileRequest& request,
@@ -111,13 +110,11 @@ class CompileBackend {
                                           const std::shared_ptr<const Prepared>& prepared,
                                           const absl::StatusOr<cache::KernelCache::Result>& result,
                                           bool compiled_here);
-  bool AcquireSlot(absl::Time deadline);
-  void ReleaseSlot();
 
   const Options options_;
   std::unique_ptr<cache::KernelCache> cache_;
+  jit::CompileSlots slots_;  // at most compile_threads NVRTC compiles at once
   absl::Mutex mu_;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, Memo> prepared_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> prepared_order_ ABSL_GUARDED_BY(mu_);
 };

@@ -254,6 +254,19 @@ absl::Status CheckCompileRequest(const v1::CompileRequest& request, const Reques
     return Bad("rank", absl::StrCat(request.rank(), " is out of range [0, ",
                                     request.plan().world_size(), ")"));
   }
+  // The map itself (ids >= 0) is checked where it is used (jit::Lower); here only that it can be
+  // the map of this request's group, before anything is generated.
+  if (request.nodes_size() > limits.max_world_size) {
+    return Bad("nodes", absl::StrCat("has ", request.nodes_size(), " entries, at most ",
+                                     limits.max_world_size));
+  }
+  if (request.nodes_size() > 0 && request.plan_hash().empty() &&
+      (!request.has_plan() || request.nodes_size() != request.plan().world_size())) {
+    return Bad("nodes", absl::StrCat("has ", request.nodes_size(),
+                                     " entries; it maps each rank of the plan to its node, so "
+                                     "it needs the plan and one entry per rank (",
+                                     request.has_plan() ? request.plan().world_size() : 0, ")"));
+  }
   return absl::OkStatus();
 }
 

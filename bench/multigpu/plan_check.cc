@@ -2,14 +2,13 @@
 #include "bench/multigpu/plan_check.h"
 
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "jit/compiler/embedded_headers.h"
 #include "bench/multigpu/kernels.h"
-#include "jit/compiler/codegen.h"
-#include "jit/nvrtc/nvrtc_compiler.h"
+#include "jit/build/kernel_build.h"
+#include "jit/compiler/embedded_headers.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/gemm_kernels.h"
@@ -17,16 +16,17 @@
 namespace syncopate::tp_bench {
 namespace {
 
-std::string CudaIncludeDir() {
-  const char* env = std::getenv("SYNCOPATE_CUDA_INCLUDE");
-  return env != nullptr && *env != '\0' ? env : "/usr/local/cuda/include";
-}
-
 // One kernel of one configuration: generated, checked against the runtime's capacities, and
 // compiled when asked. Returns a one-line summary.
 absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const plan::Plan& plan,
                                         const jit::KernelSpec& spec, std::string_view source) {
-  ASSIGN_OR_RETURN(jit::GeneratedKernel gen, jit::GenerateFusedKernel(plan, spec, source));
+  jit::BuildOptions build;
+  build.arch = cuda::ArchFor(cc);
+  build.extra_options.insert(build.extra_options.end(), flags.nvrtc_options.begin(),
+                             flags.nvrtc_options.end());
+  ASSIGN_OR_RETURN(const jit::PreparedKernel prepared,
+                   jit::PrepareFusedKernel(plan, spec, source, build));
+  const jit::GeneratedKernel& gen = prepared.generated;
   const jit::LaunchMetadata& md = gen.metadata;
   if (md.num_signals > cuda::kSignalCapacity || md.num_outgoing_chunks > cuda::kChunkCapacity) {
     return absl::ResourceExhaustedError(
@@ -39,14 +39,9 @@ absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const p
                                   md.suggested_comm_ctas, " source ", gen.source.size() / 1024,
                                   " KiB");
   if (flags.plan_only_nvrtc) {
-    nvrtc::CompileOptions o;
-    o.arch = cuda::ArchFor(cc);
-    o.headers = gen.headers;
-    o.include_paths = {CudaIncludeDir()};
-    o.extra_options = {"-std=c++17"};
-    o.extra_options.insert(o.extra_options.end(), flags.nvrtc_options.begin(),
-                           flags.nvrtc_options.end());
-    ASSIGN_OR_RETURN(nvrtc::CompiledKernel k, nvrtc::Compile(gen.source, o));
+    // No cache: the check times a cold compile, as a first build on a fresh node would.
+    ASSIGN_OR_RETURN(nvrtc::CompiledKernel k,
+                     jit::CompilePrepared(prepared, std::nullopt, nullptr));
     absl::StrAppend(&line, " nvrtc ", static_cast<int>(k.compile_ms), " ms");
     if (!flags.nvrtc_options.empty() && !k.log.empty()) absl::StrAppend(&line, "\n", k.log);
   }

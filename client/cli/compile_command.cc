@@ -25,7 +25,6 @@
 #include "client/cli/workload_flags.h"
 #include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
-#include "runtime/plan/validate.h"
 #if SYNCOPATE_HAVE_DAEMON_STEP
 #include "client/kernel_fetch.h"
 #include "syncopate/client.h"
@@ -103,32 +102,21 @@ int RunCompile(const std::vector<std::string>& args) {
   }
 
   absl::StatusOr<plan::Plan> plan = absl::UnknownError("unset");
-  absl::StatusOr<jit::GeneratedKernel> generated = absl::UnknownError("unset");
-  std::string plan_hash;
+  absl::StatusOr<jit::PreparedKernel> prepared = absl::UnknownError("unset");
   if (o.local) {
-    generated = jit::GenerateLocalKernel(workload->spec, workload->kernel_source);
+    prepared = jit::PrepareLocalKernel(workload->spec, workload->kernel_source, build);
   } else {
     plan = PlanFromFlags(o.source, workload->default_shape);
     if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
-    if (absl::Status s = plan::ValidatePlan(*plan); !s.ok()) {
-      return Fail(kExitUsage, absl::StrCat("plan fails validation: ", s.message()));
-    }
-    if (absl::Status s = jit::CheckSpecAgainstPlan(workload->spec, *plan); !s.ok()) {
-      return Fail(kExitUsage, s.message());
-    }
-    plan_hash = plan::PlanHash(*plan);
-    generated = jit::GenerateFusedKernel(*plan, workload->spec, workload->kernel_source);
+    prepared = jit::PrepareFusedKernel(*plan, workload->spec, workload->kernel_source, build);
   }
-  if (!generated.ok()) return Fail(kExitUsage, generated.status().message());
+  if (!prepared.ok()) return Fail(kExitUsage, prepared.status().message());
   if (o.emit_source) {
-    std::fputs(generated->source.c_str(), stdout);
+    std::fputs(prepared->generated.source.c_str(), stdout);
     return kExitOk;
   }
   if (o.explain_key) {
-    std::fputs(cache::CacheKey::FromParts(jit::CacheKeyPartsFor(*generated, plan_hash, build))
-                   .Explain()
-                   .c_str(),
-               stdout);
+    std::fputs(cache::CacheKey::FromParts(prepared->key_parts).Explain().c_str(), stdout);
   }
   if (!o.daemon.empty()) {
 #if SYNCOPATE_HAVE_DAEMON_STEP
@@ -147,8 +135,8 @@ int RunCompile(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "--daemon: this build has no client library (SYNCOPATE_BUILD_SERVER)");
 #endif
   }
-  const jit::LaunchMetadata metadata = generated->metadata;
-  auto built = jit::BuildGeneratedKernel(*std::move(generated), plan_hash, build);
+  const jit::LaunchMetadata& metadata = prepared->generated.metadata;
+  auto built = jit::BuildKernel(*prepared, build);
   if (!built.ok()) return Fail(kExitFailed, built.status().message());
 
   const std::string out = o.out.empty() ? absl::StrCat(built->generated.entry_symbol,
@@ -164,7 +152,7 @@ int RunCompile(const std::vector<std::string>& args) {
               built->generated.entry_symbol.c_str());
   if (plan.ok()) {
     std::printf("plan     %s, world %d, %d transfers, hash %.16s\n", plan->name.c_str(),
-                plan->world_size, plan->NumTransfers(), plan_hash.c_str());
+                plan->world_size, plan->NumTransfers(), prepared->plan_hash.c_str());
   }
   std::printf(
       "launch   block %d, smem %d B, tiles %dx%d = %d, signals %d, outgoing chunks %d, "

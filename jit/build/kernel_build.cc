@@ -54,14 +54,18 @@ nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
   // cuda_bf16.h and friends; cccl for <cuda/ptx>.
   nvrtc_options.include_paths = {include_dir, include_dir + "/cccl"};
   nvrtc_options.extra_options = options.extra_options;
-  nvrtc_options.program_name = absl::StrCat(generated.entry_symbol, ".cu");
-  nvrtc_options.deadline = options.deadline;
+  nvrtc_options.program_name = options.program_name.empty()
+                                   ? absl::StrCat(generated.entry_symbol, ".cu")
+                                   : options.program_name;
   return nvrtc_options;
 }
 
-cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
-                                      const BuildOptions& options) {
-  const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
+namespace {
+
+// The key of a compile of `generated` with `nvrtc_options` (NvrtcOptionsFor's answer).
+cache::CacheKeyParts KeyPartsOf(const GeneratedKernel& generated,
+                                const nvrtc::CompileOptions& nvrtc_options,
+                                std::string_view plan_hash) {
   cache::CacheKeyParts parts;
   parts.source = generated.source;
   parts.headers = nvrtc_options.headers;
@@ -73,25 +77,89 @@ cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::str
   for (const std::string& dir : nvrtc_options.include_paths) {
     parts.options.push_back(absl::StrCat("--include-path=", CanonicalPath(dir)));
   }
-  parts.arch = options.arch;
+  parts.arch = nvrtc_options.arch;
   parts.plan_hash = std::string(plan_hash);
   return parts;
 }
 
-absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
-                                                 std::string_view plan_hash,
-                                                 const BuildOptions& options) {
+}  // namespace
+
+cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
+                                      const BuildOptions& options) {
+  return KeyPartsOf(generated, NvrtcOptionsFor(generated, options), plan_hash);
+}
+
+namespace {
+
+absl::Status Prefixed(const absl::Status& status, const char* prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+PreparedKernel Derive(GeneratedKernel generated, std::string plan_hash,
+                      const BuildOptions& options) {
+  PreparedKernel prepared;
+  prepared.nvrtc_options = NvrtcOptionsFor(generated, options);
+  prepared.key_parts = KeyPartsOf(generated, prepared.nvrtc_options, plan_hash);
+  prepared.key = cache::CacheKey::FromParts(prepared.key_parts);
+  prepared.plan_hash = std::move(plan_hash);
+  prepared.generated = std::move(generated);
+  return prepared;
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedKernel> PrepareFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
+                                                  std::string_view kernel_source,
+                                                  const BuildOptions& options,
+                                                  const CodegenOptions& codegen) {
+  if (absl::Status s = plan::ValidatePlan(plan); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan: fails validation: ", s.message()));
+  }
+  if (absl::Status s = CheckSpecAgainstPlan(spec, plan); !s.ok()) {
+    return Prefixed(s, "kernel spec (against plan): ");
+  }
+  absl::StatusOr<GeneratedKernel> generated =
+      GenerateFusedKernel(plan, spec, kernel_source, codegen);
+  if (!generated.ok()) return Prefixed(generated.status(), "kernel spec x plan: ");
+  return Derive(*std::move(generated), plan::PlanHash(plan), options);
+}
+
+absl::StatusOr<PreparedKernel> PrepareLocalKernel(const KernelSpec& spec,
+                                                  std::string_view kernel_source,
+                                                  const BuildOptions& options,
+                                                  const CodegenOptions& codegen) {
+  absl::StatusOr<GeneratedKernel> generated = GenerateLocalKernel(spec, kernel_source, codegen);
+  if (!generated.ok()) return Prefixed(generated.status(), "kernel spec: ");
+  return Derive(*std::move(generated), "", options);
+}
+
+absl::StatusOr<nvrtc::CompiledKernel> CompilePrepared(const PreparedKernel& prepared,
+                                                      std::optional<Clock::time_point> deadline,
+                                                      CompileSlots* slots) {
+  CompileSlots::Held slot;
+  if (slots != nullptr) {
+    slot = slots->Acquire(deadline);
+    if (!slot) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kernel ", prepared.key.hex(),
+          ": deadline passed while waiting for a free compile slot (compile_threads)"));
+    }
+  }
+  nvrtc::CompileOptions options = prepared.nvrtc_options;
+  options.deadline = deadline;
+  return nvrtc::Compile(prepared.generated.source, options);
+}
+
+absl::StatusOr<BuiltKernel> BuildKernel(const PreparedKernel& prepared,
+                                        const BuildOptions& options) {
   const Clock::time_point start = Clock::now();
   BuiltKernel built;
-  const cache::CacheKey key =
-      cache::CacheKey::FromParts(CacheKeyPartsFor(generated, plan_hash, options));
-  built.cache_key = key.hex();
-  const nvrtc::CompileOptions nvrtc_options = NvrtcOptionsFor(generated, options);
-  auto compile = [&]() { return nvrtc::Compile(generated.source, nvrtc_options); };
+  built.cache_key = prepared.key.hex();
+  auto compile = [&]() { return CompilePrepared(prepared, options.deadline, options.slots); };
   // The fetcher's answer, accepted only for this build's key; why not is kept for the caller.
   auto fetch = [&]() -> absl::StatusOr<nvrtc::CompiledKernel> {
     absl::StatusOr<FetchedKernel> fetched =
-        options.fetch(FetchQuery{built.cache_key, std::string(plan_hash), options.arch});
+        options.fetch(FetchQuery{built.cache_key, prepared.plan_hash, options.arch});
     if (!fetched.ok()) {
       built.fetch_error = fetched.status().ToString();
     } else if (fetched->cache_key != built.cache_key) {
@@ -107,8 +175,9 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
   if (options.cache != nullptr) {
     const cache::KernelCache::CompileFn fetch_fn =
         options.fetch ? cache::KernelCache::CompileFn(fetch) : nullptr;
-    ASSIGN_OR_RETURN(cache::KernelCache::Result result,
-                     options.cache->GetOrCompile(key, compile, fetch_fn, options.deadline));
+    ASSIGN_OR_RETURN(
+        cache::KernelCache::Result result,
+        options.cache->GetOrCompile(prepared.key, compile, fetch_fn, options.deadline));
     built.compiled = std::move(result.kernel);
     built.source = result.source;
     built.fetched = result.source == cache::KernelCache::Source::kFetched;
@@ -124,9 +193,9 @@ absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
     // Said here, where it is known: a node whose daemon and ranks disagree on keys (another
     // toolkit directory, say) would otherwise compile in every rank without a word.
     spdlog::warn("kernel build: compiled {} here, not the fetched binary: {}",
-                 generated.entry_symbol, built.fetch_error);
+                 prepared.generated.entry_symbol, built.fetch_error);
   }
-  built.generated = std::move(generated);
+  built.generated = prepared.generated;
   built.elapsed_ms = MillisecondsSince(start);
   return built;
 }
@@ -135,11 +204,8 @@ absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const Kerne
                                              std::string_view kernel_source,
                                              const BuildOptions& options) {
   const Clock::time_point start = Clock::now();
-  RETURN_IF_ERROR(plan::ValidatePlan(plan));
-  RETURN_IF_ERROR(CheckSpecAgainstPlan(spec, plan));
-  ASSIGN_OR_RETURN(GeneratedKernel generated, GenerateFusedKernel(plan, spec, kernel_source));
-  ASSIGN_OR_RETURN(BuiltKernel built,
-                   BuildGeneratedKernel(std::move(generated), plan::PlanHash(plan), options));
+  ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareFusedKernel(plan, spec, kernel_source, options));
+  ASSIGN_OR_RETURN(BuiltKernel built, BuildKernel(prepared, options));
   built.elapsed_ms = MillisecondsSince(start);
   return built;
 }
@@ -147,8 +213,8 @@ absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const Kerne
 absl::StatusOr<BuiltKernel> BuildLocalKernel(const KernelSpec& spec, std::string_view kernel_source,
                                              const BuildOptions& options) {
   const Clock::time_point start = Clock::now();
-  ASSIGN_OR_RETURN(GeneratedKernel generated, GenerateLocalKernel(spec, kernel_source));
-  ASSIGN_OR_RETURN(BuiltKernel built, BuildGeneratedKernel(std::move(generated), "", options));
+  ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareLocalKernel(spec, kernel_source, options));
+  ASSIGN_OR_RETURN(BuiltKernel built, BuildKernel(prepared, options));
   built.elapsed_ms = MillisecondsSince(start);
   return built;
 }

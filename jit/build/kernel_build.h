@@ -1,7 +1,12 @@
-// One path from (plan, kernel spec, local kernel source) to a compiled cubin: validate, check the
-// spec against the plan, generate the fused (or local) source, derive the cache key, and compile
-// through the kernel cache with NVRTC. The CLI, the runtime and the daemon all build kernels
-// here, so a kernel compiled by any of them is a cache hit for the others.
+// The one path from (plan, kernel spec, local kernel source) to a compiled cubin, in two steps:
+//   1. Prepare: validate the plan, check the spec against it, generate the fused (or local)
+//      source, derive NVRTC's options and the cache key. Pure (no cache, no NVRTC); its result is
+//      what `syncopate compile --emit-source / --explain-key` print.
+//   2. Build: the cache, then the daemon's binary (fetch), then NVRTC here, under the deadline and
+//      a compile slot.
+// The CLI, the runtime, the tuner, the benches and the daemon all prepare here, so a kernel
+// compiled by any of them is a cache hit for the others; the daemon runs step 2 through its own
+// single-flight cache call with CompilePrepared.
 // Thread-safe when the cache is (KernelCache is); the functions keep no state of their own.
 #pragma once
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "jit/build/compile_slots.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/kernel_spec.h"
@@ -40,15 +46,30 @@ struct FetchedKernel {
 using KernelFetcher = std::function<absl::StatusOr<FetchedKernel>(const FetchQuery&)>;
 
 struct BuildOptions {
+  // What the binary is: read by Prepare, all of it in the cache key (but the program name, which
+  // only names the source in NVRTC's messages).
   std::string arch = "sm_90";  // exact target; see nvrtc::CompileOptions for PTX fallback
   std::vector<std::string> extra_options = {"-std=c++17"};
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  cache::KernelCache* cache = nullptr;  // nullptr: compile every time
   // The caller's own in-memory headers; the generated kernel's device headers win on a name clash
   // (the generated code is built against exactly those).
   std::map<std::string, std::string> extra_headers;
   std::string cuda_include_dir;  // "": CudaIncludeDir()
-  KernelFetcher fetch;           // empty: NVRTC compiles every miss
+  std::string program_name;      // "": <entry symbol>.cu
+
+  // How it is got: read by Build.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  cache::KernelCache* cache = nullptr;  // nullptr: compile every time
+  KernelFetcher fetch;                  // empty: NVRTC compiles every miss
+  CompileSlots* slots = nullptr;        // nullptr: no bound on concurrent NVRTC compiles
+};
+
+// What step 1 derives; everything step 2 needs.
+struct PreparedKernel {
+  GeneratedKernel generated;            // source, entry symbol, launch metadata
+  std::string plan_hash;                // "" for the local (identity-schedule) variant
+  nvrtc::CompileOptions nvrtc_options;  // without a deadline: each build sets its own
+  cache::CacheKeyParts key_parts;       // CacheKey::Explain of these is `--explain-key`
+  cache::CacheKey key;
 };
 
 struct BuiltKernel {
@@ -66,26 +87,42 @@ struct BuiltKernel {
 // symlinks resolved, so two spellings of one toolkit give one key.
 std::string CudaIncludeDir();
 
-// What NVRTC is given for `generated` under `options`, and the cache key parts of that compile
-// (for `cache key --explain`). Every builder (CLI, runtime, daemon) derives both here, so the same
-// kernel built by any of them has the same key.
+// What NVRTC is given for `generated` under `options` (no deadline: a build sets its own), and
+// the cache key parts of that compile. Prepare derives both; exposed for the key tests.
 nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
                                       const BuildOptions& options);
 cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
                                       const BuildOptions& options);
 
-// Validates `plan`, checks `spec` against it, generates and compiles the fused kernel.
+// Step 1 for the fused kernel: validates `plan`, checks `spec` against it, generates (with
+// `codegen`: the node map, the source's name) and derives the options and key. InvalidArgument
+// names the part at fault: "plan: fails validation: ...", "kernel spec (against plan): ...",
+// "kernel spec x plan: ..." (generation).
+absl::StatusOr<PreparedKernel> PrepareFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
+                                                  std::string_view kernel_source,
+                                                  const BuildOptions& options,
+                                                  const CodegenOptions& codegen = {});
+// Step 1 for the identity-schedule variant of the same kernel (the local baseline).
+absl::StatusOr<PreparedKernel> PrepareLocalKernel(const KernelSpec& spec,
+                                                  std::string_view kernel_source,
+                                                  const BuildOptions& options,
+                                                  const CodegenOptions& codegen = {});
+
+// NVRTC on `prepared` alone (no cache, no fetch), ending at `deadline`, holding one of `slots`
+// (when given) while it runs: DeadlineExceeded naming the key when no slot frees in time.
+absl::StatusOr<nvrtc::CompiledKernel> CompilePrepared(
+    const PreparedKernel& prepared, std::optional<std::chrono::steady_clock::time_point> deadline,
+    CompileSlots* slots);
+
+// Step 2: the cache, the fetcher, then CompilePrepared, per `options`' second half.
+absl::StatusOr<BuiltKernel> BuildKernel(const PreparedKernel& prepared,
+                                        const BuildOptions& options);
+
+// Both steps, for callers that keep nothing of step 1.
 absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
                                              std::string_view kernel_source,
                                              const BuildOptions& options);
-
-// The identity-schedule variant of the same kernel (the local baseline).
 absl::StatusOr<BuiltKernel> BuildLocalKernel(const KernelSpec& spec, std::string_view kernel_source,
                                              const BuildOptions& options);
-
-// Compiles already generated source (what the two above end with).
-absl::StatusOr<BuiltKernel> BuildGeneratedKernel(GeneratedKernel generated,
-                                                 std::string_view plan_hash,
-                                                 const BuildOptions& options);
 
 }  // namespace syncopate::jit

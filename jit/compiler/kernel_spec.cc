@@ -447,8 +447,11 @@ absl::StatusOr<KernelSpec> ParseKernelSpec(std::string_view std_text) {
       spec.entry = std::string(value);
     } else if (key == "template_args") {
       spec.template_args.clear();
-      for (absl::string_view a : absl::StrSplit(value, ',')) {
-        spec.template_args.emplace_back(absl::StripAsciiWhitespace(a));
+      // Empty: a kernel that is not a template (what FormatKernelSpec writes for one).
+      if (!value.empty()) {
+        for (absl::string_view a : absl::StrSplit(value, ',')) {
+          spec.template_args.emplace_back(absl::StripAsciiWhitespace(a));
+        }
       }
     } else if (key == "problem_m") {
       st = ParseInt(key, value, &spec.problem_m);

@@ -31,7 +31,7 @@ constexpr double kMaxCublasRelErr = 1e-2;
 
 // One candidate's kernel, ready to launch.
 struct Candidate {
-  std::optional<jit::GeneratedKernel> generated;
+  std::optional<jit::PreparedKernel> prepared;
   LoadedKernel loaded;
   unsigned grid = 0;
 };
@@ -39,16 +39,12 @@ struct Candidate {
 // Compiles every candidate into `cache` on parallel threads (NVRTC compiles of different
 // programs run concurrently; the cache is thread-safe), so the CompileAndLoad that follows each
 // one hits in memory. Errors are left for CompileAndLoad to report.
-void CompileInParallel(cache::KernelCache* cache, const std::vector<Candidate>& candidates,
-                       const std::string& arch) {
-  std::vector<const jit::GeneratedKernel*> to_build;
+void CompileInParallel(const jit::BuildOptions& options, const std::vector<Candidate>& candidates) {
+  std::vector<const jit::PreparedKernel*> to_build;
   for (const Candidate& c : candidates) {
-    if (c.generated) to_build.push_back(&*c.generated);
+    if (c.prepared) to_build.push_back(&*c.prepared);
   }
-  if (cache == nullptr || to_build.size() < 2) return;
-  jit::BuildOptions options;  // as CompileAndLoad's, so the cache keys are the same
-  options.arch = arch;
-  options.cache = cache;
+  if (options.cache == nullptr || to_build.size() < 2) return;
   std::atomic<size_t> next{0};
   const size_t workers =
       std::min<size_t>(to_build.size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -56,7 +52,7 @@ void CompileInParallel(cache::KernelCache* cache, const std::vector<Candidate>& 
   for (size_t w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
       for (size_t i = next++; i < to_build.size(); i = next++) {
-        (void)jit::BuildGeneratedKernel(*to_build[i], "", options);
+        (void)jit::BuildKernel(*to_build[i], options);
       }
     });
   }
@@ -173,6 +169,7 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
 
   // Generate and build every candidate; one that cannot is rejected, not fatal.
   ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_wgmma.cuh"));
+  const jit::BuildOptions build = BuildOptionsFor(ctx, cache);
   std::vector<Candidate> built(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     const WgmmaConfig& c = configs[i];
@@ -186,26 +183,28 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
     } else {
       const GemmKernelChoice choice =
           SelectGemm(cc, GemmWorkload::kAllGather, shape.m, shape.n, shape.k, dtype, false, &c);
-      absl::StatusOr<jit::GeneratedKernel> gen = jit::GenerateLocalKernel(choice.spec, source);
-      if (gen.ok()) {
-        built[i].generated = *std::move(gen);
+      absl::StatusOr<jit::PreparedKernel> prepared =
+          jit::PrepareLocalKernel(choice.spec, source, build);
+      if (prepared.ok()) {
+        built[i].prepared = *std::move(prepared);
       } else {
-        t.rejected = absl::StrCat("does not generate: ", gen.status().message());
+        t.rejected = absl::StrCat("does not generate: ", prepared.status().message());
       }
     }
   }
-  CompileInParallel(cache, built, ArchFor(cc));
+  CompileInParallel(build, built);
   for (size_t i = 0; i < built.size(); ++i) {
-    if (!built[i].generated) continue;
-    absl::StatusOr<LoadedKernel> loaded = CompileAndLoad(ctx, cache, *built[i].generated, "");
+    if (!built[i].prepared) continue;
+    absl::StatusOr<LoadedKernel> loaded = CompileAndLoad(ctx, *built[i].prepared, build);
     if (!loaded.ok()) {
       r.candidates[i].rejected = absl::StrCat("does not build: ", loaded.status().message());
       continue;
     }
     built[i].loaded = *std::move(loaded);
     // A persistent grid: every tile, or as many CTAs as are resident at once.
-    built[i].grid = static_cast<unsigned>(std::min<int64_t>(
-        built[i].generated->metadata.num_tiles, built[i].loaded.ctas_per_sm * ctx.sm_count()));
+    built[i].grid =
+        static_cast<unsigned>(std::min<int64_t>(built[i].prepared->generated.metadata.num_tiles,
+                                                built[i].loaded.ctas_per_sm * ctx.sm_count()));
   }
 
   // The same random inputs for everyone; one output buffer, poisoned before each check.
@@ -227,7 +226,7 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
   args.world_size = 1;
   args.epoch = 1;
   auto launch = [&](const Candidate& k) -> absl::Status {
-    const jit::LaunchMetadata& md = k.generated->metadata;
+    const jit::LaunchMetadata& md = k.prepared->generated.metadata;
     void* params[] = {&args};
     CU_RETURN_IF_ERROR(api.cuLaunchKernel(k.loaded.function, k.grid, 1, 1, md.block_dim, 1, 1,
                                           md.dynamic_smem_bytes, s, params, nullptr));

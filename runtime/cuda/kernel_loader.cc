@@ -1,5 +1,7 @@
 #include "runtime/cuda/kernel_loader.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "jit/build/kernel_build.h"
 #include "runtime/base/status_macros.h"
@@ -7,17 +9,20 @@
 
 namespace syncopate::cuda {
 
-absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
-                                             const jit::GeneratedKernel& gen,
-                                             const std::string& plan_hash,
-                                             const jit::KernelFetcher& fetch) {
-  const DriverApi& api = ctx.api();
-  // The shared build path (same cache keys as the CLI and the daemon), for this GPU's arch.
+jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache,
+                                  jit::KernelFetcher fetch) {
   jit::BuildOptions options;
   options.arch = ArchFor(ctx.compute_capability());
   options.cache = cache;
-  options.fetch = fetch;
-  ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildGeneratedKernel(gen, plan_hash, options));
+  options.fetch = std::move(fetch);
+  return options;
+}
+
+absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, const jit::PreparedKernel& prepared,
+                                            const jit::BuildOptions& options) {
+  const DriverApi& api = ctx.api();
+  const jit::GeneratedKernel& gen = prepared.generated;
+  ASSIGN_OR_RETURN(jit::BuiltKernel built, jit::BuildKernel(prepared, options));
   const std::shared_ptr<const nvrtc::CompiledKernel>& compiled = built.compiled;
   LoadedKernel v;
   v.compile_ms = compiled->compile_ms;

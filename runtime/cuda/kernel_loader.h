@@ -23,11 +23,15 @@ struct LoadedKernel {
   std::string fetch_error;  // why a fetcher's answer was not used
 };
 
-// `cache` may be null (compile every time); `fetch` may be empty (NVRTC compiles every miss; see
-// jit::KernelFetcher). ResourceExhausted when no CTA fits on an SM.
-absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, cache::KernelCache* cache,
-                                            const jit::GeneratedKernel& gen,
-                                            const std::string& plan_hash,
-                                            const jit::KernelFetcher& fetch = {});
+// The build options for `ctx`'s GPU (arch: ArchFor its compute capability; the default NVRTC
+// options), for jit::Prepare*Kernel and then CompileAndLoad. `cache` may be null (compile every
+// time); `fetch` may be empty (NVRTC compiles every miss; see jit::KernelFetcher).
+jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache = nullptr,
+                                  jit::KernelFetcher fetch = {});
+
+// Builds `prepared` (jit::BuildKernel under `options`) and loads it in `ctx`. ResourceExhausted
+// when no CTA fits on an SM.
+absl::StatusOr<LoadedKernel> CompileAndLoad(const Context& ctx, const jit::PreparedKernel& prepared,
+                                            const jit::BuildOptions& options);
 
 }  // namespace syncopate::cuda

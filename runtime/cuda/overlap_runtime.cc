@@ -105,18 +105,18 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   k->fetch_ = std::move(fetch);
   jit::CodegenOptions codegen;
   codegen.nodes = group_->nodes();
-  ASSIGN_OR_RETURN(k->fused_, jit::GenerateFusedKernel(plan, spec, kernel_source, codegen));
-  ASSIGN_OR_RETURN(k->local_, jit::GenerateLocalKernel(spec, kernel_source));
-  const jit::LaunchMetadata& md = k->fused_.metadata;
+  const jit::BuildOptions target = BuildOptionsFor(group_->context(), cache_, k->fetch_);
+  ASSIGN_OR_RETURN(k->fused_, jit::PrepareFusedKernel(plan, spec, kernel_source, target, codegen));
+  ASSIGN_OR_RETURN(k->local_, jit::PrepareLocalKernel(spec, kernel_source, target));
+  const jit::LaunchMetadata& md = k->metadata();
   if (md.num_signals > kSignalCapacity || md.num_outgoing_chunks > kChunkCapacity) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "plan '", plan.name, "' needs ", md.num_signals, " signals and ", md.num_outgoing_chunks,
         " outgoing chunks per rank; the runtime has room for ", kSignalCapacity, " and ",
         kChunkCapacity));
   }
-  const std::string hash = plan::PlanHash(plan);
-  ASSIGN_OR_RETURN(LoadedKernel fused,
-                   CompileAndLoad(group_->context(), cache_, k->fused_, hash, k->fetch_));
+  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(group_->context(), k->fused_, target));
+  k->fused_cache_key_ = k->fused_.key.hex();
   k->fused_module_ = std::move(fused.module);
   k->fused_fn_ = fused.function;
   k->fused_ctas_per_sm_ = fused.ctas_per_sm;
@@ -323,7 +323,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
   const jit::LaunchMetadata& md = k.local_metadata();
   if (k.local_fn_ == nullptr) {
     ASSIGN_OR_RETURN(LoadedKernel local,
-                     CompileAndLoad(group_->context(), cache_, k.local_, "", k.fetch_));
+                     CompileAndLoad(group_->context(), k.local_,
+                                    BuildOptionsFor(group_->context(), cache_, k.fetch_)));
     k.local_module_ = std::move(local.module);
     k.local_fn_ = local.function;
     k.local_ctas_per_sm_ = local.ctas_per_sm;

@@ -77,11 +77,12 @@ struct LaunchOptions {
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
 class FusedKernel {
  public:
-  const jit::LaunchMetadata& metadata() const { return fused_.metadata; }
-  const jit::LaunchMetadata& local_metadata() const { return local_.metadata; }
+  const jit::LaunchMetadata& metadata() const { return fused_.generated.metadata; }
+  const jit::LaunchMetadata& local_metadata() const { return local_.generated.metadata; }
   const plan::Plan& plan() const { return plan_; }
   const jit::KernelSpec& spec() const { return spec_; }
-  const std::string& fused_source() const { return fused_.source; }
+  const std::string& fused_source() const { return fused_.generated.source; }
+  const std::string& cache_key() const { return fused_cache_key_; }  // hex, of the fused variant
   double compile_ms() const { return compile_ms_; }  // NVRTC time of the fused variant
   // Whether the fused variant's binary came from the fetcher given to Compile (the daemon), and
   // if a fetcher was given but not used, why.
@@ -92,8 +93,9 @@ class FusedKernel {
   friend class OverlapRuntime;
   plan::Plan plan_;
   jit::KernelSpec spec_;
-  jit::GeneratedKernel fused_;
-  jit::GeneratedKernel local_;
+  jit::PreparedKernel fused_;
+  jit::PreparedKernel local_;
+  std::string fused_cache_key_;
   Module fused_module_;
   CUfunction fused_fn_ = nullptr;
   int fused_ctas_per_sm_ = 0;
@@ -150,16 +152,19 @@ class OverlapRuntime {
 
   int rank() const { return group_->rank(); }
   int world_size() const { return group_->world_size(); }
+  // Rank -> node id, what a daemon's CompileRequest::nodes needs (client/kernel_fetch.h).
+  const std::vector<int>& nodes() const { return group_->nodes(); }
   Group& group() { return *group_; }
   const DriverApi& api() const { return group_->api(); }
 
   // Collective: every rank allocates `name` with the same size, in the same order.
   absl::StatusOr<SymmetricBuffer*> AllocateSymmetric(const std::string& name, size_t bytes);
 
-  // Generates (overlap compiler, with the group's node map: inter-node chunks are left to
-  // InterNodeKernel's proxy) and compiles (jit::BuildGeneratedKernel, NVRTC for this GPU:
-  // ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused and local
-  // variants of `kernel_source` for `plan`. Not collective, but every rank must compile the same.
+  // Prepares (jit/build: validates the plan, checks the spec against it, generates with the
+  // group's node map: inter-node chunks are left to InterNodeKernel's proxy) and builds (NVRTC
+  // for this GPU: ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused
+  // and local variants of `kernel_source` for `plan`. Not collective, but every rank must
+  // compile the same. InvalidArgument naming the plan or the spec when they do not fit.
   // Which GEMM kernel suits the GPU: SelectGemm (runtime/cuda/gemm_kernels.h).
   // `fetch`: where binaries may come from before NVRTC runs here, e.g. the node's daemon
   // (client/kernel_fetch.h), used only for the exact cache key this build derives.

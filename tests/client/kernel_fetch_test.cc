@@ -8,7 +8,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <atomic>
@@ -16,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "jit/build/kernel_build.h"
 #include "runtime/plan/templates.h"
@@ -168,6 +168,67 @@ TEST_F(KernelFetchTest, SharedCacheDirectoryIsNotADeadlock) {
   auto built = jit::BuildFusedKernel(plan_, spec_, testing::kTestKernelSource, build);
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   EXPECT_TRUE(built->fetched) << built->fetch_error;
+}
+
+// A rank of a group spanning two nodes builds a kernel that depends on the node map (inter-node
+// chunks leave the kernel's tables to the proxy): with the map in its request the daemon compiles
+// that kernel and the rank loads it; without it the daemon's kernel is the one-node kernel, whose
+// key differs, so the rank compiles itself (what every multi-node rank did before the map).
+TEST_F(KernelFetchTest, TwoNodeRankLoadsTheDaemonsBinaryForItsNodeMap) {
+  plan::TemplateParams params;
+  params.world_size = 4;
+  params.ranks_per_node = 2;
+  params.shape = {64, 32};
+  params.dtype = plan::DType::kBF16;
+  auto plan = plan::BuildTemplate("allgather.two_level", params);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<int> nodes = {0, 0, 1, 1};
+  jit::CodegenOptions codegen;
+  codegen.nodes = nodes;
+  auto build_with = [&](const CompileRequest& base) {
+    const jit::BuildOptions build = WithFetcher(base);
+    auto prepared =
+        jit::PrepareFusedKernel(*plan, spec_, testing::kTestKernelSource, build, codegen);
+    EXPECT_TRUE(prepared.ok()) << prepared.status().ToString();
+    return jit::BuildKernel(*prepared, build);
+  };
+
+  auto with_map = CompileRequestFor(&*plan, spec_, testing::kTestKernelSource, nodes);
+  ASSERT_TRUE(with_map.ok()) << with_map.status().ToString();
+  auto built = build_with(*with_map);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_TRUE(built->fetched) << built->fetch_error;
+  EXPECT_NE(built->generated.source.find("// nodes:   0 0 1 1"), std::string::npos);
+  auto daemon = client_->Compile(*with_map);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  EXPECT_TRUE(daemon->cache_hit);  // the fetch compiled it there, once
+  EXPECT_EQ(daemon->cache_key, built->cache_key);
+  EXPECT_EQ(daemon->binary, built->compiled->binary);
+
+  auto without_map = CompileRequestFor(&*plan, spec_, testing::kTestKernelSource);
+  ASSERT_TRUE(without_map.ok()) << without_map.status().ToString();
+  auto compiled_here = build_with(*without_map);
+  ASSERT_TRUE(compiled_here.ok()) << compiled_here.status().ToString();
+  EXPECT_FALSE(compiled_here->fetched);
+  EXPECT_THAT(compiled_here->fetch_error, HasSubstr("the fetched binary is for key"));
+  EXPECT_EQ(compiled_here->cache_key, built->cache_key);
+}
+
+// The map travels only with a plan and must cover the plan's ranks: the daemon says which.
+TEST_F(KernelFetchTest, NodeMapWithoutItsPlanIsRejectedNamingTheField) {
+  CompileRequest no_plan = base_;
+  no_plan.plan.clear();
+  no_plan.nodes = {0, 0, 1, 1};
+  auto compiled = client_->Compile(no_plan);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_EQ(compiled.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(compiled.status().message(), HasSubstr("nodes"));
+  CompileRequest short_map = base_;
+  short_map.nodes = {0, 1};  // the plan has 4 ranks
+  compiled = client_->Compile(short_map);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_EQ(compiled.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(compiled.status().message(), HasSubstr("one entry per rank (4)"));
 }
 
 class KernelFetchDaemonProcessTest : public KernelFetchTest {

@@ -6,18 +6,24 @@
 // fp32 reference. A rank that dies before its launch is reported by the others within a bound.
 // LABEL gpu; skips without a GPU. The UCX bootstrap is a TCP hub rank 0 runs
 // (runtime/ucx/forked_bootstrap.h).
+#include <cstdlib>
 #include <random>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/inter_node_kernel.h"
-#include "runtime/cuda/workloads/proxy_launcher.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/cuda/workloads/proxy_launcher.h"
 #include "runtime/cuda/workloads/workloads.h"
 #include "runtime/ucx/forked_bootstrap.h"
 #include "tests/cuda/gpu_test_env.h"
+#if SYNCOPATE_GPU_TEST_WITH_DAEMON
+#include "tests/cuda/daemon_fetcher.h"
+#include "tests/server/subprocess.h"
+#endif
 
 namespace syncopate::cuda {
 namespace {
@@ -47,8 +53,10 @@ uint64_t FreshSeed() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
+// `fetcher`: where each rank's fused kernel comes from (empty: NVRTC in the rank).
 std::vector<absl::Status> RunTwoNodes(Backend backend, int launches, int dying_rank,
-                                      absl::Duration timeout) {
+                                      absl::Duration timeout,
+                                      decltype(workloads::WorkloadConfig::fetcher) fetcher = {}) {
   absl::StatusOr<ucx::ForkedBootstrap> forked = ucx::ForkedBootstrap::Create();
   if (!forked.ok()) return std::vector<absl::Status>(kWorld, forked.status());
   workloads::WorkloadConfig base;
@@ -63,6 +71,7 @@ std::vector<absl::Status> RunTwoNodes(Backend backend, int launches, int dying_r
   base.launches = launches;
   base.seed = FreshSeed();
   base.timeout = timeout;
+  base.fetcher = std::move(fetcher);
   return workloads::RunRanks(kWorld, absl::Seconds(300), [&](int r) {
     workloads::WorkloadConfig c = base;
     c.rank = r;
@@ -91,6 +100,28 @@ TEST_P(InterNodeFusedTest, AllGatherGemmOverTwoNodesMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Backends, InterNodeFusedTest,
                          ::testing::Values(Backend::kCopyEngine, Backend::kSm),
                          [](const auto& info) { return std::string(BackendName(info.param)); });
+
+#if SYNCOPATE_GPU_TEST_WITH_DAEMON
+// A group spanning nodes, its kernel from the node's daemon: each rank sends its group's node
+// map with the request (CompileRequest::nodes), so the daemon compiles the two-node kernel and
+// every rank loads that binary (the workload fails a rank that compiled instead, naming why),
+// then runs it with the proxy and checks every element.
+TEST(InterNodeFetchTest, RanksOfTwoNodesRunTheDaemonsBinary) {
+  SYNCOPATE_REQUIRE_GPU();
+  testing::TempDir dir;
+  const char* syncopated = std::getenv("SYNCOPATED");  // the bundle's daemon on the GPU machine
+  testing::DaemonProcess daemon(syncopated != nullptr ? syncopated : SYNCOPATED_PATH, dir,
+                                "gpu_two_node_fetch", {"--cache_dir=" + dir.Path("cache")});
+  ASSERT_TRUE(daemon.ok()) << daemon.Log();
+  std::vector<absl::Status> results =
+      RunTwoNodes(Backend::kCopyEngine, /*launches=*/2, /*dying_rank=*/-1, absl::Seconds(20),
+                  testing::DaemonFetcherAt(daemon.socket()));
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r] << "\n--- daemon log ---\n"
+                                 << daemon.Log();
+  }
+}
+#endif
 
 // Rank 1 (node 0) exits before its first launch. Its node peer waits for it on the device, rank 3
 // (node 1, same local index) waits for its chunk over UCX; the others wait for what those two

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/cuda/gpu_test_env.h"
 #if SYNCOPATE_GPU_TEST_WITH_DAEMON
-#include "client/kernel_fetch.h"
+#include "tests/cuda/daemon_fetcher.h"
 #include "tests/server/subprocess.h"
 #endif
 #include "runtime/cuda/workloads/multiprocess.h"
@@ -234,18 +234,7 @@ TEST(FusedFetchTest, RanksRunTheDaemonsBinaryAndMatchTheReference) {
   ASSERT_TRUE(daemon.ok()) << daemon.Log();
   WorkloadConfig c;
   c.launches = 3;
-  // Made in each rank process (after the fork): gRPC is never started before it.
-  c.fetcher = [socket = daemon.socket()](const plan::Plan& plan, const jit::KernelSpec& spec,
-                                         std::string_view source) -> jit::KernelFetcher {
-    Result<Client> client = Client::Connect(socket);
-    if (!client.ok()) {
-      return [why = client.status().ToString()](const jit::FetchQuery&)
-                 -> absl::StatusOr<jit::FetchedKernel> { return absl::UnavailableError(why); };
-    }
-    absl::StatusOr<CompileRequest> base = CompileRequestFor(&plan, spec, source);
-    if (!base.ok()) return {};
-    return DaemonKernelFetcher(*client, *std::move(base));
-  };
+  c.fetcher = DaemonFetcherAt(daemon.socket());
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
     auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 256, 128, 64}, c);
     for (size_t r = 0; r < results.size(); ++r) {

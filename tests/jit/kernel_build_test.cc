@@ -1,15 +1,20 @@
-// The shared build path's cache-key inputs: every builder (daemon, runtime, CLI) must derive the
-// same key for the same kernel, however the toolkit directory was spelled to it.
+// The shared build path: its cache-key inputs (every builder, daemon, runtime and CLI, must derive
+// the same key for the same kernel, however the toolkit directory was spelled to it), what
+// Prepare checks and derives, and the compile slots' bound.
 #include "jit/build/kernel_build.h"
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/plan/templates.h"
 
 namespace syncopate::jit {
 namespace {
@@ -85,6 +90,99 @@ TEST(CudaIncludeDirTest, EnvironmentOverridesCudaHomeWhichOverridesTheBuild) {
 // directory in config and a runtime left to find it agree. (Guards against a second default
 // creeping back in, which is how CI once saw two keys for one kernel.)
 TEST(CudaIncludeDirTest, EmptyMeansTheDefault) { EXPECT_EQ(KeyWith(""), KeyWith(CudaIncludeDir())); }
+
+plan::Plan TwoLevelAllGather() {
+  plan::TemplateParams p;
+  p.world_size = 4;
+  p.ranks_per_node = 2;
+  p.shape = {256, 64};
+  p.dtype = plan::DType::kBF16;
+  absl::StatusOr<plan::Plan> plan = plan::BuildTemplate("allgather.two_level", p);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : plan::Plan{};
+}
+
+const KernelSpec& GemmSpec() {
+  static const KernelSpec spec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16, 64, 64);
+  return spec;
+}
+
+// What Prepare derives is what a build compiles and caches under: one key, computed once.
+TEST(PrepareTest, KeyIsTheKeyOfItsOwnOptions) {
+  BuildOptions options;
+  options.arch = "sm_90a";
+  auto prepared = PrepareFusedKernel(TwoLevelAllGather(), GemmSpec(), "// kernel\n", options);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->plan_hash, plan::PlanHash(TwoLevelAllGather()));
+  EXPECT_EQ(prepared->key.hex(),
+            cache::CacheKey::FromParts(
+                CacheKeyPartsFor(prepared->generated, prepared->plan_hash, options))
+                .hex());
+  EXPECT_EQ(prepared->nvrtc_options.arch, "sm_90a");
+  EXPECT_EQ(prepared->nvrtc_options.program_name, prepared->generated.entry_symbol + ".cu");
+  EXPECT_FALSE(prepared->nvrtc_options.deadline.has_value());  // each build sets its own
+  auto local = PrepareLocalKernel(GemmSpec(), "// kernel\n", options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->plan_hash, "");
+  EXPECT_NE(local->key.hex(), prepared->key.hex());
+}
+
+// The node map is part of the kernel, so of the key; one node is the single-node kernel.
+TEST(PrepareTest, NodeMapIsInTheKey) {
+  auto key_with = [](std::vector<int> nodes) {
+    CodegenOptions codegen;
+    codegen.nodes = std::move(nodes);
+    auto prepared = PrepareFusedKernel(TwoLevelAllGather(), GemmSpec(), "// kernel\n", {}, codegen);
+    EXPECT_TRUE(prepared.ok()) << prepared.status();
+    return prepared.ok() ? prepared->key.hex() : "";
+  };
+  EXPECT_EQ(key_with({}), key_with({0, 0, 0, 0}));
+  EXPECT_NE(key_with({}), key_with({0, 0, 1, 1}));
+  EXPECT_NE(key_with({0, 0, 1, 1}), key_with({1, 1, 0, 0}));
+}
+
+// Every builder validates: the runtime once compiled plans nothing had checked.
+TEST(PrepareTest, ErrorsNameThePartAtFault) {
+  plan::Plan broken = TwoLevelAllGather();
+  broken.world_size = 3;  // its transfers name rank 3
+  auto invalid = PrepareFusedKernel(broken, GemmSpec(), "", {});
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(invalid.status().message()),
+              ::testing::StartsWith("plan: fails validation: "));
+
+  KernelSpec other_shape = GemmSpecForAllGather(512, 128, 64, plan::DType::kBF16, 64, 64);
+  auto mismatch = PrepareFusedKernel(TwoLevelAllGather(), other_shape, "", {});
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(mismatch.status().message()),
+              ::testing::StartsWith("kernel spec (against plan): "));
+}
+
+// A compile that finds every slot taken waits until its deadline, then names the kernel; a
+// slot given back lets the next one in.
+TEST(CompileSlotsTest, FullSlotsEndAtTheDeadlineNamingTheKernel) {
+  auto prepared = PrepareLocalKernel(GemmSpec(), "// kernel\n", {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  CompileSlots slots(1);
+  {
+    CompileSlots::Held held = slots.Acquire(std::nullopt);
+    ASSERT_TRUE(held);
+    auto compiled = CompilePrepared(
+        *prepared, std::chrono::steady_clock::now() + std::chrono::milliseconds(50), &slots);
+    EXPECT_EQ(compiled.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(std::string(compiled.status().message()),
+                ::testing::HasSubstr(prepared->key.hex()));
+    EXPECT_THAT(std::string(compiled.status().message()), ::testing::HasSubstr("compile slot"));
+  }
+  // Released: a waiter on another thread gets it.
+  CompileSlots::Held first = slots.Acquire(std::nullopt);
+  ASSERT_TRUE(first);
+  std::thread release(
+      [held = std::move(first)]() mutable { CompileSlots::Held gone(std::move(held)); });
+  CompileSlots::Held second =
+      slots.Acquire(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  release.join();
+  EXPECT_TRUE(second);
+}
 
 }  // namespace
 }  // namespace syncopate::jit

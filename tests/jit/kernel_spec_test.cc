@@ -31,6 +31,17 @@ TEST(KernelSpecTest, FactoriesAreValidAndRoundTrip) {
   }
 }
 
+// A kernel that is not a template formats as "template_args = " and must read back as one (the
+// daemon parses what CompileRequestFor formats; it once read an empty argument and refused).
+TEST(KernelSpecTest, NonTemplateKernelRoundTrips) {
+  KernelSpec spec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16);
+  spec.template_args.clear();
+  auto parsed = ParseKernelSpec(FormatKernelSpec(spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << FormatKernelSpec(spec);
+  EXPECT_TRUE(parsed->template_args.empty());
+  EXPECT_EQ(*parsed, spec);
+}
+
 TEST(KernelSpecTest, ParsesTextFormat) {
   auto spec = ParseKernelSpec(R"(
 # AllGather + GEMM

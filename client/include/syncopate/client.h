@@ -129,6 +129,10 @@ struct CompileRequest {
   // The cache_key of a binary this caller already holds: when the result has the same key the
   // daemon does not send the binary again (CompiledKernel::binary_omitted).
   std::string known_cache_key;
+  // Rank -> node id for a group spanning nodes (what the runtime's Group::nodes() says); the
+  // kernel differs per map, so a rank of a multi-node group must send it to get its binary.
+  // Empty: one node. Needs `plan` or `plan_hash`.
+  std::vector<int> nodes;
 };
 
 struct LaunchInfo {

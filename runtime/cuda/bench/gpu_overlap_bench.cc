@@ -92,11 +92,16 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
   tp.chunks_per_shard = 4;
   ASSIGN_OR_RETURN(plan::Plan p, plan::BuildTemplate("allgather.push", tp));
   ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource(choice.source_name));
-  ASSIGN_OR_RETURN(jit::GeneratedKernel fused_gen, jit::GenerateFusedKernel(p, spec, src));
-  ASSIGN_OR_RETURN(jit::GeneratedKernel local_gen, jit::GenerateLocalKernel(spec, src));
   // No kernel cache: every run measures a cold NVRTC compile.
-  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(ctx, nullptr, fused_gen, plan::PlanHash(p)));
-  ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(ctx, nullptr, local_gen, ""));
+  const jit::BuildOptions build = BuildOptionsFor(ctx);
+  ASSIGN_OR_RETURN(const jit::PreparedKernel fused_prepared,
+                   jit::PrepareFusedKernel(p, spec, src, build));
+  ASSIGN_OR_RETURN(const jit::PreparedKernel local_prepared,
+                   jit::PrepareLocalKernel(spec, src, build));
+  const jit::GeneratedKernel& fused_gen = fused_prepared.generated;
+  const jit::GeneratedKernel& local_gen = local_prepared.generated;
+  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(ctx, fused_prepared, build));
+  ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(ctx, local_prepared, build));
 
   ASSIGN_OR_RETURN(DeviceBuffer A, DeviceBuffer::Allocate(api, M * K * 2));
   ASSIGN_OR_RETURN(DeviceBuffer B, DeviceBuffer::Allocate(api, N * K * 2));

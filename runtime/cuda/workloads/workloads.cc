@@ -87,7 +87,8 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   }
   ASSIGN_OR_RETURN(std::string_view source,
                    jit::ExampleKernelSource(c.wgmma ? "gemm_wgmma.cuh" : "gemm_mma.cuh"));
-  jit::KernelFetcher fetch = c.fetcher ? c.fetcher(s.plan, spec, source) : jit::KernelFetcher();
+  jit::KernelFetcher fetch =
+      c.fetcher ? c.fetcher(s.plan, spec, source, s.rt->nodes()) : jit::KernelFetcher();
   ASSIGN_OR_RETURN(s.kernel, s.rt->Compile(s.plan, spec, source, fetch));
   if (c.fetcher && !s.kernel->fetched()) {
     return absl::FailedPreconditionError(absl::StrCat(

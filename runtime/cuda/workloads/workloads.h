@@ -65,7 +65,9 @@ struct WorkloadConfig {
   // (e.g. DaemonKernelFetcher over a Client of the node's daemon). When set, the rank's kernel
   // cache is in memory only, so every rank asks, and a rank whose binary was not fetched fails
   // naming why: the run checks the fetched binary end to end.
-  std::function<jit::KernelFetcher(const plan::Plan&, const jit::KernelSpec&, std::string_view)>
+  // Given the plan, the spec, the kernel source and the group's node map (OverlapRuntime::nodes).
+  std::function<jit::KernelFetcher(const plan::Plan&, const jit::KernelSpec&, std::string_view,
+                                   const std::vector<int>&)>
       fetcher;
   // > 0: ranks [n * ranks_per_node, (n + 1) * ranks_per_node) play node n (GroupOptions::nodes
   // and the two-level templates' ranks_per_node); launches need a `launcher` that carries the
