@@ -202,9 +202,9 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
     }
     built[i].loaded = *std::move(loaded);
     // A persistent grid: every tile, or as many CTAs as are resident at once.
-    built[i].grid =
-        static_cast<unsigned>(std::min<int64_t>(built[i].prepared->generated.metadata.num_tiles,
-                                                built[i].loaded.ctas_per_sm * ctx.sm_count()));
+    built[i].grid = static_cast<unsigned>(
+        std::min<int64_t>(built[i].prepared->generated.metadata.num_tiles,
+                          static_cast<int64_t>(built[i].loaded.ctas_per_sm) * ctx.sm_count()));
   }
 
   // The same random inputs for everyone; one output buffer, poisoned before each check.

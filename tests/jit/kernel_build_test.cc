@@ -103,8 +103,8 @@ plan::Plan TwoLevelAllGather() {
 }
 
 const KernelSpec& GemmSpec() {
-  static const KernelSpec spec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16, 64, 64);
-  return spec;
+  static const KernelSpec kSpec = GemmSpecForAllGather(256, 128, 64, plan::DType::kBF16, 64, 64);
+  return kSpec;
 }
 
 // What Prepare derives is what a build compiles and caches under: one key, computed once.
