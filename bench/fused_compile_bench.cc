@@ -5,10 +5,10 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
+#include "core/plan/templates.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate {
 namespace {

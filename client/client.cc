@@ -1,15 +1,14 @@
 // See include/syncopate/client.h. The only file of the client that sees gRPC and the protos.
 #include "syncopate/client.h"
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <future>
 
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-
-#include "runtime/plan/plan.h"
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan/plan.h"
+#include "core/plan_io/plan_proto.h"
 #include "server/embedded.h"
 #include "syncopate/v1/service.grpc.pb.h"
 

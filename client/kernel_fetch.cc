@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "client/absl_status.h"
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan_io/plan_proto.h"
 
 namespace syncopate {
 

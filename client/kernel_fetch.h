@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/plan/plan.h"
 #include "syncopate/client.h"
 
 namespace syncopate {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails on an #include that crosses the layers the wrong way (README "Layout"):
 
-  plan core  runtime/base, runtime/plan, runtime/plan_io  no CUDA, gRPC, jit, runtime/cuda|ucx,
+  plan core  core/base, core/plan, core/plan_io            no CUDA, gRPC, jit, runtime/cuda|ucx,
                                                           server or client
   jit        jit/                                         no runtime/cuda|ucx, gRPC, server, client
   runtime    runtime/cuda, runtime/ucx                    no gRPC, server, client
@@ -21,7 +21,7 @@ CUDA = re.compile(r'^(cuda[a-z0-9_]*\.h|nvrtc\.h|cublas[^/]*\.h|cuda/.*)$')
 GRPC = re.compile(r'^grpc(pp)?/')
 SOURCE_EXT = (".h", ".cc", ".cuh", ".cu", ".hpp", ".cpp")
 
-PLAN_CORE = ("runtime/base/", "runtime/plan/", "runtime/plan_io/")
+PLAN_CORE = ("core/base/", "core/plan/", "core/plan_io/")
 
 
 def forbidden(path, inc):
@@ -49,7 +49,7 @@ def forbidden(path, inc):
 
 def check(root):
     found = []
-    for top in ("runtime", "jit", "client", "server"):
+    for top in ("core", "runtime", "jit", "client", "server"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if not name.endswith(SOURCE_EXT):
@@ -67,12 +67,12 @@ def check(root):
 
 def self_test():
     cases = {
-        "runtime/plan/a.cc": "cuda.h", "runtime/plan_io/b.cc": "grpcpp/grpcpp.h",
-        "runtime/base/c.cc": "jit/compiler/lowering.h", "jit/d.cc": "runtime/cuda/group.h",
+        "core/plan/a.cc": "cuda.h", "core/plan_io/b.cc": "grpcpp/grpcpp.h",
+        "core/base/c.cc": "jit/compiler/lowering.h", "jit/d.cc": "runtime/cuda/group.h",
         "runtime/cuda/e.cc": "server/daemon.h", "client/f.cc": "server/daemon.h",
         "server/g.cc": "client/include/syncopate/client.h",
     }
-    allowed = {"client/ok.cc": "server/embedded.h", "jit/ok.cc": "runtime/plan/plan.h",
+    allowed = {"client/ok.cc": "server/embedded.h", "jit/ok.cc": "core/plan/plan.h",
                "client/cli/ok.cc": "server/daemon.h", "runtime/cuda/ok.cc": "jit/build/x.h"}
     with tempfile.TemporaryDirectory() as root:
         for rel, inc in {**cases, **allowed}.items():

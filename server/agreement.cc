@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/base/sha256.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/validate.h"
-#include "runtime/plan_io/plan_proto.h"
+#include "core/base/sha256.h"
+#include "core/base/status_macros.h"
+#include "core/plan/plan.h"
+#include "core/plan/validate.h"
+#include "core/plan_io/plan_proto.h"
 #include "server/node_layout.h"
 
 namespace syncopate::server {

@@ -1,21 +1,21 @@
 // See compile_backend.h.
 #include "server/compile_backend.h"
 
-#include <chrono>
-#include <optional>
-
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <chrono>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/plan/validate.h"
+#include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
 #include "jit/nvrtc/compile_policy.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/validate.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "server/agreement.h"
 
 namespace syncopate::server {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 extern char** environ;
 

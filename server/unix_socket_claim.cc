@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 
 namespace syncopate::server {
 namespace {

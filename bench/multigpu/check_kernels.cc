@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::tp_bench {

@@ -4,10 +4,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate::tp_bench {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "bench/multigpu/tp_config.h"
+#include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::tp_bench {
 

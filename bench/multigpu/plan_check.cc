@@ -7,9 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/multigpu/kernels.h"
+#include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/gemm_kernels.h"
 

@@ -15,7 +15,7 @@
 #include "bench/multigpu/rank_runner.h"
 #include "bench/multigpu/results.h"
 #include "bench/multigpu/tp_config.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 

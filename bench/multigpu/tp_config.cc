@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/flags.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/flags.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::tp_bench {
 

@@ -92,7 +92,7 @@ struct BenchFlags {
   bool help = false;
 };
 
-// Parses argv with a FlagSet (runtime/base/flags.h: "--flag value" or "--flag=value"; lists are
+// Parses argv with a FlagSet (core/base/flags.h: "--flag value" or "--flag=value"; lists are
 // comma-separated). InvalidArgument names the bad flag and value. --help sets BenchFlags::help.
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv);
 std::string Usage();  // generated from the same flag declarations

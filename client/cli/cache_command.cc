@@ -25,12 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/command.h"
+#include "core/base/flags.h"
+#include "core/base/status_macros.h"
 #include "jit/cache/cache_key.h"
 #include "jit/cache/disk_store.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
-#include "runtime/base/flags.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::cli {
 namespace {
@@ -72,7 +72,7 @@ int Fail(const absl::Status& status) {
 }
 
 // Parses `args` (after the sub-subcommand) against `valued` (flags taking a value; each may be
-// repeated) and `bools`, with FlagSet (runtime/base/flags.h).
+// repeated) and `bools`, with FlagSet (core/base/flags.h).
 absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args, size_t first,
                                  const std::vector<std::string>& valued,
                                  const std::vector<std::string>& bools) {

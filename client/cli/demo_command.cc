@@ -21,14 +21,14 @@
 #include "client/cli/flag_parser.h"
 #include "client/cli/plan_flags.h"
 #include "client/cli/workload_flags.h"
+#include "core/plan/simulate.h"
+#include "core/plan/timeline.h"
+#include "core/plan/validate.h"
 #include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/lowering.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/workloads.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/timeline.h"
-#include "runtime/plan/validate.h"
 
 namespace syncopate::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/absl_status.h"
 #include "client/kernel_fetch.h"
+#include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 
 namespace syncopate::cli {

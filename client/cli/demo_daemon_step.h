@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::cli {
 

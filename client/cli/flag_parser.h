@@ -1,4 +1,4 @@
-// The subcommands' flags: FlagSet (runtime/base/flags.h, the one flag parser of every program)
+// The subcommands' flags: FlagSet (core/base/flags.h, the one flag parser of every program)
 // under the interface the subcommands were written against. `--name value`, `--name=value`,
 // boolean `--name`, and positional arguments (anything not starting with "--"; everything after a
 // bare "--").
@@ -28,7 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "runtime/base/flags.h"
+#include "core/base/flags.h"
 
 namespace syncopate::cli {
 

@@ -22,12 +22,12 @@
 #include "client/cli/command.h"
 #include "client/cli/flag_parser.h"
 #include "client/cli/plan_flags.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/templates.h"
-#include "runtime/plan/timeline.h"
-#include "runtime/plan/validate.h"
-#include "runtime/plan_io/plan_file.h"
+#include "core/plan/plan.h"
+#include "core/plan/simulate.h"
+#include "core/plan/templates.h"
+#include "core/plan/timeline.h"
+#include "core/plan/validate.h"
+#include "core/plan_io/plan_file.h"
 
 namespace syncopate::cli {
 namespace {

@@ -1,8 +1,8 @@
 #include "client/cli/plan_flags.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/plan/templates.h"
-#include "runtime/plan_io/plan_file.h"
+#include "core/plan/templates.h"
+#include "core/plan_io/plan_file.h"
 
 namespace syncopate::cli {
 namespace {

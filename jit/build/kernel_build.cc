@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/validate.h"
+#include "core/base/status_macros.h"
+#include "core/plan/validate.h"
 #include "spdlog/spdlog.h"
 
 namespace syncopate::jit {

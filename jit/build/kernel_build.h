@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/build/compile_slots.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/kernel_spec.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::jit {
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/sha256.h"
+#include "core/base/sha256.h"
 #include "syncopate/launch_abi.h"
 
 namespace syncopate::cache {

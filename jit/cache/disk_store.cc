@@ -17,10 +17,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/base/sha256.h"
+#include "core/base/status_macros.h"
 #include "jit/cache/cache_key.h"
 #include "jit/cache/file_lock.h"
-#include "runtime/base/sha256.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::cache {
 namespace {

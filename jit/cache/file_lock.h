@@ -1,4 +1,4 @@
-// The owner of an exclusive flock() on a lock file (fds: runtime/base/scoped_fd.h), used by the
+// The owner of an exclusive flock() on a lock file (fds: core/base/scoped_fd.h), used by the
 // disk store and by cross-process single flight (one compile per key across processes).
 //
 // A lock file may be deleted (by garbage collection) while someone waits for it; Acquire()
@@ -26,7 +26,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 
 namespace syncopate::cache {
 

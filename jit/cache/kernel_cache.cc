@@ -10,8 +10,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/status_macros.h"
 #include "jit/cache/file_lock.h"
-#include "runtime/base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace syncopate::cache {

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/base/sha256.h"
+#include "core/base/status_macros.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/base/sha256.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::jit {
 namespace {

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
 #include "jit/compiler/lowering.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::jit {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/region.h"
+#include "core/plan/plan.h"
+#include "core/plan/region.h"
 
 namespace syncopate::jit {
 

@@ -6,13 +6,13 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/base/status_macros.h"
 #include "syncopate/launch_abi.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::jit {
 namespace {

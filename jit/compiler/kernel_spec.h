@@ -34,8 +34,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/region.h"
+#include "core/plan/plan.h"
+#include "core/plan/region.h"
 
 namespace syncopate::jit {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "syncopate/launch_abi.h"
 
 namespace syncopate::jit {

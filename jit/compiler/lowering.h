@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/compiler/copy_descriptors.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::jit {
 

@@ -18,9 +18,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/base/status_macros.h"
 #include "jit/nvrtc/include_scan.h"
 #include "jit/nvrtc/log_filter.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::nvrtc {
 namespace {

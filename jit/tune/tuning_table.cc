@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "runtime/base/scoped_fd.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/scoped_fd.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::tune {
 namespace {

@@ -30,7 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::tune {
 

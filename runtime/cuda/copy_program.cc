@@ -7,8 +7,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "jit/compiler/copy_descriptors.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::cuda {
 absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,

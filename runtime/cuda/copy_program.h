@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::cuda {
 

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::cuda {
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "runtime/cuda/handles.h"
-#include "runtime/plan/plan.h"
 #include "runtime/ucx/plan_executor.h"
 
 namespace syncopate::cuda {

@@ -2,8 +2,8 @@
 #include "runtime/cuda/gemm_kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "jit/cache/disk_store.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::cuda {
 

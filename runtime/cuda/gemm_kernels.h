@@ -11,9 +11,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
 #include "jit/tune/tuning_table.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::cuda {
 

@@ -10,11 +10,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/cache/disk_store.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/kernel_timing.h"

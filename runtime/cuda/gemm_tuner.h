@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/tune/tuning_table.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/handles.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::cuda {
 

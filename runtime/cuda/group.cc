@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::cuda {
 namespace {

@@ -18,9 +18,9 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "core/base/scoped_fd.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
 #include "runtime/cuda/driver.h"
-#include "runtime/base/scoped_fd.h"
 
 namespace syncopate::cuda {
 

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
 
 namespace syncopate::cuda {

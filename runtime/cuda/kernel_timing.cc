@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/cuda/handles.h"
 
 namespace syncopate::cuda {

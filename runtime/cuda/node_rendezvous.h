@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 
 namespace syncopate::cuda {
 

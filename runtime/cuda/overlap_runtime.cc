@@ -5,9 +5,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/copy_descriptors.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/kernel_loader.h"
 

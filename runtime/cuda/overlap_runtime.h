@@ -32,12 +32,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/plan/plan.h"
 #include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/kernel_spec.h"
 #include "runtime/cuda/group.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::cuda {
 

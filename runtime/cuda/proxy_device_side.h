@@ -43,9 +43,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/plan/plan.h"
 #include "runtime/cuda/group.h"
 #include "runtime/cuda/handles.h"
-#include "runtime/plan/plan.h"
 #include "runtime/ucx/device_side.h"
 
 namespace syncopate::cuda {

@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 #include "runtime/ucx/segments.h"
 
 namespace syncopate::ucx {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::ucx {
 

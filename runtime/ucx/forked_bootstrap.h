@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 
 namespace syncopate::ucx {

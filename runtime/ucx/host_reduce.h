@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::ucx {
 

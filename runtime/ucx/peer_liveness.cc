@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 #ifndef SYS_pidfd_open

@@ -30,7 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 #include "runtime/ucx/wire.h"
 
 namespace syncopate::ucx {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/backoff.h"
 #include "runtime/ucx/host_reduce.h"
 

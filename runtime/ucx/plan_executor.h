@@ -70,12 +70,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 #include "runtime/ucx/device_side.h"
 #include "runtime/ucx/segments.h"
 #include "runtime/ucx/transport.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 #include "runtime/ucx/transport.h"
 
 namespace syncopate::ucx {

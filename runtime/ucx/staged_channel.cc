@@ -4,7 +4,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/backoff.h"
 
 namespace syncopate::ucx {

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/wire.h"
 #include "spdlog/spdlog.h"
 

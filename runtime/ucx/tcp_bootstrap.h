@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 #include "runtime/ucx/bootstrap.h"
 
 namespace syncopate::ucx {

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/transport_internal.h"
 #include "spdlog/spdlog.h"
 

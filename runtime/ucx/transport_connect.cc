@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/transport.h"
 #include "runtime/ucx/transport_internal.h"
 #include "runtime/ucx/wire.h"

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 #include "runtime/ucx/transport.h"
 #include "runtime/ucx/transport_internal.h"
 

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/base/flags.h"
+#include "core/base/flags.h"
 #include "server/compile_backend.h"
 #include "server/plan_store.h"
 #include "syncopate/v1/service.grpc.pb.h"

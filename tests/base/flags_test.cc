@@ -1,4 +1,4 @@
-#include "runtime/base/flags.h"
+#include "core/base/flags.h"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runtime/base/scoped_fd.h"
+#include "core/base/scoped_fd.h"
 
 #include <fcntl.h>
 #include <unistd.h>

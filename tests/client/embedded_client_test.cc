@@ -7,8 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "spdlog/spdlog.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/plan.pb.h"

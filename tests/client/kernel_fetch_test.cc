@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/templates.h"
+#include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/plan/templates.h"
-#include "runtime/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "tests/server/subprocess.h"
 #include "tests/server/test_kernels.h"

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 #include "tests/testing/template_plan.h"
 
 namespace syncopate::cuda {

@@ -11,9 +11,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/gemm_tuner.h"
 #include "runtime/cuda/workloads/multiprocess.h"

@@ -12,8 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "gtest/gtest.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/inter_node_kernel.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/proxy_launcher.h"

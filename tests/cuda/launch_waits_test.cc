@@ -7,9 +7,9 @@
 
 #include <set>
 
+#include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate::cuda {
 namespace {

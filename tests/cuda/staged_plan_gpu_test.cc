@@ -6,16 +6,15 @@
 // staged shows up; after Execute every element of the rank's postcondition is read back from the
 // device and checked. LABEL gpu; skips without a GPU. The ranks are forked (RunRanks) and join a
 // TCP bootstrap hub rank 0 runs (runtime/ucx/forked_bootstrap.h).
-#include "runtime/cuda/device_plan_buffers.h"
-
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
 #include "gtest/gtest.h"
-#include "runtime/base/status_macros.h"
+#include "runtime/cuda/device_plan_buffers.h"
 #include "runtime/cuda/workloads/multiprocess.h"
-#include "runtime/plan/templates.h"
 #include "runtime/ucx/forked_bootstrap.h"
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/tcp_bootstrap.h"

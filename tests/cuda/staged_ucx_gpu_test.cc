@@ -7,8 +7,6 @@
 // UcxTransport, joined by a TCP bootstrap hub that rank 0 runs (see runtime/ucx/forked_bootstrap.h for why not the
 // test process). The test process itself never touches CUDA, so the other GPU tests in this
 // binary can still fork ranks after this one.
-#include "runtime/cuda/staged_copies.h"
-
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -26,9 +24,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/base/status_macros.h"
+#include "runtime/cuda/staged_copies.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/ucx/forked_bootstrap.h"
 #include "runtime/ucx/staged_channel.h"

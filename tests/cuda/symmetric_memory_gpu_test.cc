@@ -1,15 +1,14 @@
 // Symmetric memory across rank processes on one GPU: every rank sees every peer's buffer through
 // its own mapping (reads and copy-engine writes), stream memory ops on peer words work, and a
 // size mismatch is an error naming the rank. LABEL gpu; skips without a GPU.
-#include "runtime/cuda/symmetric_memory.h"
-
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/group.h"
-#include "tests/cuda/gpu_test_env.h"
+#include "runtime/cuda/symmetric_memory.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "tests/cuda/gpu_test_env.h"
 
 namespace syncopate::cuda {
 namespace {

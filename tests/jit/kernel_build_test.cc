@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
+#include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate::jit {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <string>
 
+#include "core/plan/plan.h"
+#include "core/plan/templates.h"
 #include "gtest/gtest.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate::jit::testing {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan::testing {
 

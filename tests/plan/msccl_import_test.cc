@@ -1,18 +1,18 @@
 // MSCCL XML import: the hand-written algorithms in tests/data/msccl validate and simulate, their
 // structure follows the documented mapping, and malformed input is rejected with an error that
 // names the element and line. Also covers the small XML reader the importer uses.
-#include "runtime/plan/msccl_import.h"
+#include "core/plan/msccl_import.h"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "core/plan/simulate.h"
+#include "core/plan/validate.h"
+#include "core/plan/xml_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/validate.h"
-#include "runtime/plan/xml_reader.h"
 
 namespace syncopate::plan {
 namespace {

@@ -1,12 +1,12 @@
 // Plan model: names, buffers, id lookup, canonical encoding, hash, and the timeline rendering.
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 #include <functional>
 
+#include "core/base/sha256.h"
+#include "core/plan/timeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/base/sha256.h"
-#include "runtime/plan/timeline.h"
 #include "tests/plan/hand_plans.h"
 
 namespace syncopate::plan {

@@ -1,5 +1,5 @@
 // Region arithmetic: unions, containment, splits, printing and parsing.
-#include "runtime/plan/region.h"
+#include "core/plan/region.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

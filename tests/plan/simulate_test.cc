@@ -1,6 +1,6 @@
 // Host simulator: hand-written plans run correctly under many seeds; broken plans fail with a
 // message naming the problem; deadlocks are reported, not hung.
-#include "runtime/plan/simulate.h"
+#include "core/plan/simulate.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

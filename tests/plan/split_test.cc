@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/simulate.h"
+#include "core/plan/templates.h"
+#include "core/plan/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/templates.h"
-#include "runtime/plan/validate.h"
 #include "tests/plan/template_cases.h"
 
 namespace syncopate::plan {

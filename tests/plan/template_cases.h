@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/templates.h"
+#include "core/plan/plan.h"
+#include "core/plan/templates.h"
 
 namespace syncopate::plan::testing {
 

@@ -1,7 +1,7 @@
 // Collective templates: every template at world sizes 1..64 with random shapes, axes, dtypes and
 // chunk counts is valid (ValidatePlan) and computes its collective (SimulatePlan); the documented
 // buffer/chunk/signal/after_compute conventions hold; bad parameters give errors naming them.
-#include "runtime/plan/templates.h"
+#include "core/plan/templates.h"
 
 #include <map>
 #include <set>
@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/plan/simulate.h"
+#include "core/plan/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/validate.h"
 #include "tests/plan/template_cases.h"
 
 namespace syncopate::plan {

@@ -1,6 +1,6 @@
 // Static validation: hand-written plans pass; each hand-broken variant fails with the specific
 // message naming the problem.
-#include "runtime/plan/validate.h"
+#include "core/plan/validate.h"
 
 #include <chrono>
 

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 
 namespace syncopate {
 namespace {

@@ -1,17 +1,17 @@
 // Plan files: text and binary save/load round trips, parse errors with file:line:column,
 // structural errors with the field path, MSCCL XML through LoadPlanFile, and the example plans
 // under examples/plans validate and simulate.
-#include "runtime/plan_io/plan_file.h"
+#include "core/plan_io/plan_file.h"
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "core/plan/simulate.h"
+#include "core/plan/templates.h"
+#include "core/plan/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/simulate.h"
-#include "runtime/plan/templates.h"
-#include "runtime/plan/validate.h"
 
 namespace syncopate::plan_io {
 namespace {

@@ -1,14 +1,14 @@
 // plan::Plan <-> syncopate.v1.Plan: every template round-trips exactly (same plan, same hash,
 // also through the binary wire form), template requests round-trip, and FromProto rejects
 // structurally broken messages with an error naming the field path.
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan_io/plan_proto.h"
 
 #include <functional>
 #include <string>
 
+#include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 #include "tests/plan/template_cases.h"
 #include "tests/testing/template_plan.h"
 

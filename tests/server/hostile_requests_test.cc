@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/service.grpc.pb.h"
 #include "tests/server/subprocess.h"

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/base/flags.h"
+#include "core/base/flags.h"
 #include "syncopate/client.h"
 
 namespace {

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/region.h"
-#include "runtime/plan/templates.h"
+#include "core/plan/plan.h"
+#include "core/plan/region.h"
+#include "core/plan/templates.h"
 
 namespace syncopate::testing {
 

@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/templates.h"
+#include "core/plan/plan.h"
+#include "core/plan/templates.h"
 
 namespace syncopate::ucx::testing {
 

@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/flags.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/templates.h"
+#include "core/base/flags.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
@@ -47,7 +47,7 @@
 #ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
 #include "absl/strings/str_join.h"
 #include "client/ucx_bootstrap.h"
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan_io/plan_proto.h"
 #include "syncopate/v1/plan.pb.h"
 #endif
 

@@ -8,8 +8,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "core/plan/templates.h"
 #include "gtest/gtest.h"
-#include "runtime/plan/templates.h"
 #include "tests/ucx/process_group.h"
 
 namespace syncopate::ucx {

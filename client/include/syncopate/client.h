@@ -79,7 +79,7 @@ struct Group {
   std::string leader_daemon;
 };
 
-// A plan template request (runtime/plan/templates.h names and parameters).
+// A plan template request (core/plan/templates.h names and parameters).
 struct TemplateSpec {
   std::string name;  // "allgather.ring", "reducescatter.direct", ...
   std::vector<int64_t> shape;

@@ -23,18 +23,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/flags.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/base/flags.h"
-#include "runtime/base/status_macros.h"
 #include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/kernel_timing.h"
 #include "runtime/cuda/workloads/test_kernels.h"
-#include "runtime/plan/templates.h"
 #include "syncopate/launch_abi.h"
 
 namespace syncopate::cuda {

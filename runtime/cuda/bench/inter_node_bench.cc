@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/base/flags.h"
+#include "core/base/flags.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/proxy_launcher.h"
 #include "runtime/cuda/workloads/workloads.h"

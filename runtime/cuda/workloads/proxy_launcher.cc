@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::workloads {
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/status_macros.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
-#include "runtime/base/status_macros.h"
 
 namespace syncopate::workloads {
 namespace {

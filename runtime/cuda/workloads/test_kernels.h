@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/plan/plan.h"
 #include "runtime/cuda/handles.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::workloads {
 

@@ -1,17 +1,16 @@
 // Fused AllGather+GEMM and GEMM+ReduceScatter workloads for the GPU tests; see workloads.h.
 #include "runtime/cuda/workloads/workloads.h"
 
-#include <csignal>
-
 #include <unistd.h>
 
+#include <csignal>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/templates.h"
 #include "runtime/cuda/workloads/test_kernels.h"
 
 namespace syncopate::workloads {

@@ -15,9 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/plan/plan.h"
 #include "jit/build/kernel_build.h"
 #include "runtime/cuda/overlap_runtime.h"
-#include "runtime/plan/plan.h"
 
 namespace syncopate::workloads {
 

@@ -20,7 +20,7 @@ struct Tile {
   int index;
 };
 
-// Mirrors syncopate::plan::DType and plan::ReduceOp (runtime/plan/plan.h).
+// Mirrors syncopate::plan::DType and plan::ReduceOp (core/plan/plan.h).
 enum DeviceDType : int {
   kDevF32 = 0,
   kDevF16 = 1,

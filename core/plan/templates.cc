@@ -2,7 +2,7 @@
 // every collective template. The per-collective algorithms live in templates_allgather.cc,
 // templates_reduce.cc (ReduceScatter, AllReduce) and templates_alltoall.cc.
 // Stateless functions; safe to call from any thread.
-#include "runtime/plan/templates.h"
+#include "core/plan/templates.h"
 
 #include <algorithm>
 #include <numeric>
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/templates_internal.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates_internal.h"
 
 namespace syncopate::plan {
 namespace internal {

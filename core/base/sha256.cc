@@ -1,4 +1,4 @@
-#include "runtime/base/sha256.h"
+#include "core/base/sha256.h"
 
 #include <cstring>
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan {
 

@@ -18,7 +18,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan {
 

@@ -1,7 +1,7 @@
 // Recursive-descent XML reader (see xml_reader.h). Pure functions; thread-safe.
 //
 // Nesting depth is bounded so a hostile file cannot overflow the stack.
-#include "runtime/plan/xml_reader.h"
+#include "core/plan/xml_reader.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::plan {
 

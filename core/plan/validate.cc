@@ -1,5 +1,5 @@
 // Static plan validation (see validate.h). Pure functions; thread-compatible.
-#include "runtime/plan/validate.h"
+#include "core/plan/validate.h"
 
 #include <algorithm>
 #include <memory>
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::plan {
 namespace {

@@ -1,6 +1,6 @@
 // The chunk-plan model: buffers, transfers (chunk moves), per-rank plans and the collective's
 // postcondition. Plain value types with no CUDA or gRPC dependency; protobuf forms convert to and
-// from these once, at the boundary (runtime/plan_io/plan_proto.h).
+// from these once, at the boundary (core/plan_io/plan_proto.h).
 //
 // Semantics every part of Syncopate relies on:
 // - Every rank has the same set of buffers (name, dtype, shape, strides).
@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/region.h"
+#include "core/plan/region.h"
 
 namespace syncopate::plan {
 

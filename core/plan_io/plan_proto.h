@@ -1,4 +1,4 @@
-// Conversion between the plan model (runtime/plan/plan.h) and its wire form
+// Conversion between the plan model (core/plan/plan.h) and its wire form
 // (proto/syncopate/v1/plan.proto), done once at the service / file boundary.
 //
 // FromProto checks structure only (required fields present, no negative ids/ranks/extents, box
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
-#include "runtime/plan/templates.h"
+#include "core/plan/plan.h"
+#include "core/plan/templates.h"
 #include "syncopate/v1/plan.pb.h"
 
 namespace syncopate::plan_io {

@@ -69,7 +69,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan {
 

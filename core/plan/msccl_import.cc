@@ -4,7 +4,7 @@
 // (2) create the transfers (a PUSH per paired send/receive, a LOCAL_COPY per cpy/re) and pair the
 // halves, (3) derive dependencies from thread-block order and depid/deps, then lay the transfers
 // out per rank and channel, numbering ids and signals.
-#include "runtime/plan/msccl_import.h"
+#include "core/plan/msccl_import.h"
 
 #include <algorithm>
 #include <charconv>
@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/xml_reader.h"
+#include "core/base/status_macros.h"
+#include "core/plan/xml_reader.h"
 
 namespace syncopate::plan {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/plan/msccl_import.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/msccl_import.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan_io {
 

@@ -2,7 +2,7 @@
 //
 // Decoding walks the message once, carrying the field path of the current element so that the
 // first structural error names exactly where it is ("ranks[1].initial[0].region: missing").
-#include "runtime/plan_io/plan_proto.h"
+#include "core/plan_io/plan_proto.h"
 
 #include <set>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate::plan_io {
 namespace {

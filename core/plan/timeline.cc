@@ -1,5 +1,5 @@
 // Plan timeline rendering (see timeline.h). Pure function; thread-compatible.
-#include "runtime/plan/timeline.h"
+#include "core/plan/timeline.h"
 
 #include <algorithm>
 #include <tuple>

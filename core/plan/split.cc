@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/plan/templates.h"
+#include "core/plan/templates.h"
 
 namespace syncopate::plan {
 namespace {

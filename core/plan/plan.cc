@@ -25,7 +25,7 @@
 //
 // Order is the plan's own order everywhere (buffers, channels, transfers, expectations), because
 // that order is meaningful (program order, element order) and part of what the hash pins down.
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 #include <algorithm>
 
@@ -33,7 +33,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/sha256.h"
+#include "core/base/sha256.h"
 
 namespace syncopate::plan {
 

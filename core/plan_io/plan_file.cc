@@ -2,7 +2,7 @@
 //
 // Built without protobuf (SYNCOPATE_HAVE_PROTO unset, i.e. SYNCOPATE_BUILD_SERVER=OFF), only
 // MSCCL XML loads; the protobuf formats answer Unimplemented, so the CLI still links and says why.
-#include "runtime/plan_io/plan_file.h"
+#include "core/plan_io/plan_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,12 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "runtime/base/status_macros.h"
+#include "core/base/status_macros.h"
 
 #if SYNCOPATE_HAVE_PROTO
+#include "core/plan_io/plan_proto.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
-#include "runtime/plan_io/plan_proto.h"
 #endif
 
 namespace syncopate::plan_io {

@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/templates_internal.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates_internal.h"
 
 namespace syncopate::plan::internal {
 namespace {

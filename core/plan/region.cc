@@ -1,6 +1,6 @@
 // Region arithmetic: box intersection/difference, splitting, printing and parsing.
 // Pure functions on value types; thread-compatible (no shared state).
-#include "runtime/plan/region.h"
+#include "core/plan/region.h"
 
 #include <algorithm>
 #include <cctype>

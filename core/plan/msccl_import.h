@@ -36,7 +36,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan {
 

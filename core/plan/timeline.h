@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/plan/plan.h"
+#include "core/plan/plan.h"
 
 namespace syncopate::plan {
 

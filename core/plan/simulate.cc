@@ -15,7 +15,7 @@
 // plan is deadlocked and reported at once; the deadline is a backstop.
 //
 // Thread-safety: SimulatePlan may be called concurrently; each call owns its state.
-#include "runtime/plan/simulate.h"
+#include "core/plan/simulate.h"
 
 #include <algorithm>
 #include <atomic>
@@ -30,8 +30,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/plan/validate.h"
+#include "core/base/status_macros.h"
+#include "core/plan/validate.h"
 
 namespace syncopate::plan {
 namespace {
