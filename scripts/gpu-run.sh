@@ -12,10 +12,10 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
 ../shared/tools/device-bundle .device/bin "$build/tests/cuda/cuda_unit_test" \
-  "$build/tests/cuda/cuda_gpu_test" "$build/runtime/cuda/gpu_overlap_bench" \
-  "$build/runtime/cuda/staged_ucx_bench" "$build/server/syncopated" \
-  "$build/server/control_plane_bench" "$build/client/cli/syncopate" \
-  "$build/bench/multigpu/syncopate_tp_bench" "$build/runtime/cuda/inter_node_bench"
+  "$build/tests/cuda/cuda_gpu_test" "$build/bench/cuda/gpu_overlap_bench" \
+  "$build/bench/cuda/staged_ucx_bench" "$build/server/syncopated" \
+  "$build/bench/server/control_plane_bench" "$build/client/cli/syncopate" \
+  "$build/bench/multigpu/syncopate_tp_bench" "$build/bench/cuda/inter_node_bench"
 # PyTorch's figures on the same setup, for gpu-checks.sh's same-call reference (../shared does not
 # travel to the GPU machine), and the script that turns both CSVs into concurrent_tp.csv rows.
 if [[ -f ../shared/tools/torch_mps_baseline.py ]]; then

@@ -5,7 +5,7 @@
 # own daemon. Prints every run's rates and a table of medians, each build against the first.
 #
 # usage: before_after.sh BENCH REPS SECONDS CLIENTS LABEL=SYNCOPATED LABEL=SYNCOPATED...
-#   e.g. before_after.sh build/server/control_plane_bench 3 5 16,64 \
+#   e.g. before_after.sh build/bench/server/control_plane_bench 3 5 16,64 \
 #          before=/old/build/server/syncopated after=build/server/syncopated
 # Warns when a build (ninja) runs at the start or end: the figures are then not comparable.
 set -euo pipefail
