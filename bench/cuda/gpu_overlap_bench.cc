@@ -1,5 +1,5 @@
 // GPU benchmark on one GPU (no peers needed): for GEMM shapes of serving models,
-//   local   the example GEMM with the identity schedule: the kernel runtime/cuda/gemm_kernels.h
+//   local   the example GEMM with the identity schedule: the kernel runtime/gemm/gemm_kernels.h
 //           selects for this GPU (gemm_wgmma.cuh on sm_90, else gemm_mma.cuh), or --kernel mma,
 //   fused   the same kernel compiled with an AllGather plan (rank 0 of `--world` ranks) with every
 //           chunk already present (signals pre-set): the cost of the schedule, waits and tables,
@@ -29,12 +29,12 @@
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
-#include "runtime/cuda/cublas_lib.h"
-#include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
-#include "runtime/cuda/kernel_timing.h"
 #include "runtime/cuda/workloads/test_kernels.h"
+#include "runtime/gemm/cublas_lib.h"
+#include "runtime/gemm/gemm_kernels.h"
+#include "runtime/gemm/kernel_timing.h"
 #include "syncopate/launch_abi.h"
 
 namespace syncopate::cuda {
@@ -56,34 +56,34 @@ struct BenchOptions {
 
 // The kernel SelectGemm picks, with the tuning table's winner under --tuned, else with the
 // wgmma parameters the flags set (the rest as WgmmaConfig's defaults).
-absl::StatusOr<GemmKernelChoice> ChooseKernel(const Context& ctx, const BenchOptions& o,
-                                              int64_t M, int64_t N, int64_t K) {
+absl::StatusOr<gemm::GemmKernelChoice> ChooseKernel(const Context& ctx, const BenchOptions& o,
+                                                    int64_t M, int64_t N, int64_t K) {
   const int cc = ctx.compute_capability();
-  std::optional<WgmmaConfig> config;
+  std::optional<gemm::WgmmaConfig> config;
   if (o.tuned) {
-    ASSIGN_OR_RETURN(config, FindTunedWgmma(o.cache_dir, cc, M, N, K, o.dtype));
+    ASSIGN_OR_RETURN(config, gemm::FindTunedWgmma(o.cache_dir, cc, M, N, K, o.dtype));
   }
   if (!config && (o.tile_n != 0 || o.stages != 0 || o.loads == "cpasync")) {
     config.emplace();
     if (o.tile_n != 0) config->tile_n = o.tile_n;
     if (o.stages != 0) config->stages = o.stages;
     config->cp_async = o.loads == "cpasync";
-    if (std::string problem = WgmmaConfigProblem(*config); !problem.empty()) {
+    if (std::string problem = gemm::WgmmaConfigProblem(*config); !problem.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--tile-n / --stages: ", problem));
     }
   }
-  return SelectGemm(cc, GemmWorkload::kAllGather, M, N, K, o.dtype, o.force_mma,
-                    config ? &*config : nullptr);
+  return gemm::SelectGemm(cc, gemm::GemmWorkload::kAllGather, M, N, K, o.dtype, o.force_mma,
+                          config ? &*config : nullptr);
 }
 
 absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
-                      const CublasLib& cublas, int64_t M, int64_t N, int64_t K,
+                      const gemm::CublasLib& cublas, int64_t M, int64_t N, int64_t K,
                       const BenchOptions& o) {
   const DriverApi& api = ctx.api();
   const int world = o.world;
   const plan::DType dtype = o.dtype;
   const int reps = o.reps;
-  ASSIGN_OR_RETURN(const GemmKernelChoice choice, ChooseKernel(ctx, o, M, N, K));
+  ASSIGN_OR_RETURN(const gemm::GemmKernelChoice choice, ChooseKernel(ctx, o, M, N, K));
   const jit::KernelSpec& spec = choice.spec;
   plan::TemplateParams tp;
   tp.world_size = world;
@@ -165,10 +165,10 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
                        /*accumulate=*/false);
   };
   // Alternate the kernels every repetition so clock and power drift hit them alike.
-  std::vector<TimedRun> runs = {
+  std::vector<gemm::TimedRun> runs = {
       [&] { return launch(local, local_gen.metadata, local_grid, local_args); }, blas};
   if (o.fused) runs.push_back([&] { return launch(fused, md, fused_grid, fused_args); });
-  ASSIGN_OR_RETURN(std::vector<double> med, MedianMsInterleaved(api, s, 3, reps, runs));
+  ASSIGN_OR_RETURN(std::vector<double> med, gemm::MedianMsInterleaved(api, s, 3, reps, runs));
   if (!o.fused) RETURN_IF_ERROR(launch(fused, md, fused_grid, fused_args));  // for the bitwise check
   const double local_ms = med[0], blas_ms = med[1];
   const double fused_ms = o.fused ? med[2] : std::nan("");  // not timed: prints nan
@@ -197,12 +197,15 @@ absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads
   std::printf(
       "RESULT %s%s M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
-      "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| / max |ref| %.2e) | finite %d | timeouts %u | "
+      "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| "
+      "/ max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      choice.wgmma ? "wgmma " : "mma", choice.wgmma ? WgmmaConfigName(choice.wgmma_config).c_str() : "", M, N, K, bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
-      fused_ms / local_ms, local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2), max_err / max_ref, finite ? 1 : 0,
-      rec->timed_out, fused.compile_ms, local.compile_ms, fused_grid, local_grid,
-      fused.ctas_per_sm);
+      choice.wgmma ? "wgmma " : "mma",
+      choice.wgmma ? gemm::WgmmaConfigName(choice.wgmma_config).c_str() : "", M, N, K,
+      bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
+      fused_ms / local_ms, local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2),
+      max_err / max_ref, finite ? 1 : 0, rec->timed_out, fused.compile_ms, local.compile_ms,
+      fused_grid, local_grid, fused.ctas_per_sm);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -242,7 +245,7 @@ absl::Status Main(int argc, char** argv) {
   ASSIGN_OR_RETURN(Stream s, Stream::Create(ctx.api()));
   ASSIGN_OR_RETURN(syncopate::workloads::TestKernels tk,
                    syncopate::workloads::TestKernels::Load(ctx));
-  ASSIGN_OR_RETURN(std::unique_ptr<CublasLib> cublas, CublasLib::Open(s.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<gemm::CublasLib> cublas, gemm::CublasLib::Open(s.get()));
   // {M, N, K}: square, then Llama-style MLP / attention projections (K, N) pairs at M = 8192.
   const int64_t shapes[][3] = {{8192, 8192, 8192},  {8192, 14336, 4096}, {8192, 4096, 14336},
                                {8192, 28672, 8192}, {8192, 8192, 28672}, {8192, 3584, 8192},

@@ -7,7 +7,7 @@
 #include "core/base/status_macros.h"
 #include "core/plan/templates.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/cuda/gemm_kernels.h"
+#include "runtime/gemm/gemm_kernels.h"
 
 namespace syncopate::tp_bench {
 namespace {
@@ -64,10 +64,10 @@ absl::StatusOr<ProblemKernels> BuildProblemKernels(const BenchFlags& flags, cons
   ProblemKernels out;
   const bool ag = p.workload == Workload::kAllGatherGemm;
   // A `syncopate tune` winner for this per-rank GEMM in the bench's cache directory, if any.
-  ASSIGN_OR_RETURN(std::optional<cuda::WgmmaConfig> tuned,
-                   cuda::FindTunedWgmma(flags.cache_dir, cc, p.m, p.n, p.k, dt));
-  cuda::GemmKernelChoice gemm = cuda::SelectGemm(
-      cc, ag ? cuda::GemmWorkload::kAllGather : cuda::GemmWorkload::kReduceScatter, p.m, p.n, p.k,
+  ASSIGN_OR_RETURN(std::optional<gemm::WgmmaConfig> tuned,
+                   gemm::FindTunedWgmma(flags.cache_dir, cc, p.m, p.n, p.k, dt));
+  gemm::GemmKernelChoice gemm = gemm::SelectGemm(
+      cc, ag ? gemm::GemmWorkload::kAllGather : gemm::GemmWorkload::kReduceScatter, p.m, p.n, p.k,
       dt, /*force_mma=*/flags.gemm == "mma", tuned ? &*tuned : nullptr);
   out.gemm_spec = std::move(gemm.spec);
   out.gemm_source = gemm.source_name;

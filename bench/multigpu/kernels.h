@@ -1,5 +1,5 @@
 // What each measured configuration compiles: the chunk plan of a problem's collective, the GEMM
-// kernel spec bound to it (runtime/cuda/gemm_kernels.h SelectGemm: gemm_wgmma.cuh on sm_90,
+// kernel spec bound to it (runtime/gemm/gemm_kernels.h SelectGemm: gemm_wgmma.cuh on sm_90,
 // gemm_mma.cuh elsewhere or with --gemm mma) and the "communication only" variant:
 // the same plan and tile grid with a kernel whose tiles wait for their chunks and publish their
 // outgoing chunks without computing anything. That variant is T_comm: the plan's transfers run by

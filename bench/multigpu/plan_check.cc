@@ -11,7 +11,8 @@
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/cuda/control_block.h"
-#include "runtime/cuda/gemm_kernels.h"
+#include "runtime/cuda/kernel_loader.h"
+#include "runtime/gemm/gemm_kernels.h"
 
 namespace syncopate::tp_bench {
 namespace {

@@ -21,9 +21,9 @@
 #include "core/base/status_macros.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/cuda/workloads/test_kernels.h"
+#include "runtime/gemm/cublas_lib.h"
 
 namespace syncopate::tp_bench {
 namespace {
@@ -165,7 +165,7 @@ class Runner {
   std::unique_ptr<cuda::OverlapRuntime> rt_;
   std::unique_ptr<workloads::TestKernels> tk_;
   std::unique_ptr<CheckKernels> checks_;
-  std::unique_ptr<cuda::CublasLib> cublas_;
+  std::unique_ptr<gemm::CublasLib> cublas_;
   std::string cublas_error_;
   cuda::Stream stream_;
   std::vector<cuda::Event> events_;
@@ -215,7 +215,7 @@ absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem
   tk_ = std::make_unique<workloads::TestKernels>(std::move(tk));
   ASSIGN_OR_RETURN(CheckKernels ck, CheckKernels::Load(rt_->group().context()));
   checks_ = std::make_unique<CheckKernels>(std::move(ck));
-  auto blas = cuda::CublasLib::Open(stream());
+  auto blas = gemm::CublasLib::Open(stream());
   if (blas.ok()) {
     cublas_ = *std::move(blas);
   } else {

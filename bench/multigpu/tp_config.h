@@ -86,7 +86,7 @@ struct BenchFlags {
   // With plan_only_nvrtc: extra NVRTC options (e.g. "--time=-": phase times in the printed log).
   std::vector<std::string> nvrtc_options;
   std::string arch = "sm_90";  // --plan-only: the GPU to generate / compile for
-  // auto: the project's GEMM for the GPU (runtime/cuda/gemm_kernels.h SelectGemm: wgmma on
+  // auto: the project's GEMM for the GPU (runtime/gemm/gemm_kernels.h SelectGemm: wgmma on
   // sm_90); mma: the portable mma.sync kernel everywhere.
   std::string gemm = "auto";
   bool help = false;

@@ -1,6 +1,6 @@
 // `syncopate tune`: autotunes the Hopper GEMM kernel (gemm_wgmma.cuh) for one shape on this GPU
 // and stores the winner in the tuning table next to the kernel cache, where the runtime's kernel
-// selection (FindTunedWgmma + SelectGemm, runtime/cuda/gemm_kernels.h) finds it.
+// selection (FindTunedWgmma + SelectGemm, runtime/gemm/gemm_kernels.h) finds it.
 //
 //   syncopate tune --m 8192 --n 8192 --k 8192 [--dtype bf16|f16] [--cache-dir D] [--reps R]
 //                  [--full] [--cublas=false] [--min-gain-pct 2]
@@ -20,7 +20,7 @@
 #include "client/cli/flag_parser.h"
 #include "jit/cache/kernel_cache.h"
 #include "runtime/cuda/driver.h"
-#include "runtime/cuda/gemm_tuner.h"
+#include "runtime/gemm/gemm_tuner.h"
 
 namespace syncopate::cli {
 namespace {
@@ -44,12 +44,12 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
-void PrintResult(const cuda::TuneResult& r, const cuda::GemmShape& shape) {
+void PrintResult(const gemm::TuneResult& r, const gemm::GemmShape& shape) {
   const double flop = 2.0 * shape.m * shape.n * shape.k;
   const double best = r.candidates[r.winner].ms;
   for (size_t i = 0; i < r.candidates.size(); ++i) {
-    const cuda::TunedCandidate& c = r.candidates[i];
-    const std::string name = cuda::WgmmaConfigName(c.config);
+    const gemm::TunedCandidate& c = r.candidates[i];
+    const std::string name = gemm::WgmmaConfigName(c.config);
     if (!c.rejected.empty()) {
       std::printf("  %-20s rejected: %s\n", name.c_str(), c.rejected.c_str());
       continue;
@@ -76,12 +76,12 @@ void PrintResult(const cuda::TuneResult& r, const cuda::GemmShape& shape) {
   }
   if (fastest != r.winner) {
     std::printf("kept the default: %s was only %.1f%% faster, within run-to-run noise\n",
-                cuda::WgmmaConfigName(r.candidates[fastest].config).c_str(),
+                gemm::WgmmaConfigName(r.candidates[fastest].config).c_str(),
                 (best / r.candidates[fastest].ms - 1) * 100);
   }
   std::printf(
       "winner %s: %.4f ms%s\nstored %s\n",
-      cuda::WgmmaConfigName(r.candidates[r.winner].config).c_str(), best,
+      gemm::WgmmaConfigName(r.candidates[r.winner].config).c_str(), best,
       r.cublas_ms ? absl::StrFormat(", %.3fx cuBLAS throughput", *r.cublas_ms / best).c_str() : "",
       r.stored_at.c_str());
 }
@@ -140,20 +140,20 @@ int RunTune(const std::vector<std::string>& args) {
   if (!ctx.ok()) return Fail(kExitFailed, absl::StrCat("needs a GPU: ", ctx.status().message()));
   char device[128] = {};
   ctx->api().cuDeviceGetName(device, sizeof(device), ctx->device());
-  const cuda::GemmShape shape{o.m, o.n, o.k};
+  const gemm::GemmShape shape{o.m, o.n, o.k};
   std::printf("tuning gemm_wgmma %s M=%ld N=%ld K=%ld on %s (sm_%d, %d SMs), %d reps\n",
               o.dtype.c_str(), o.m, o.n, o.k, device, ctx->compute_capability(), ctx->sm_count(),
               o.reps);
   std::fflush(stdout);
 
-  cuda::TuneOptions options;
+  gemm::TuneOptions options;
   options.cache_dir = o.cache_dir;
   options.reps = o.reps;
   options.full_sweep = o.full;
   options.cublas = o.cublas;
   options.min_gain = o.min_gain_pct / 100.0;
-  absl::StatusOr<cuda::TuneResult> result =
-      cuda::TuneGemm(*ctx, kernel_cache->get(), shape, dtype, options);
+  absl::StatusOr<gemm::TuneResult> result =
+      gemm::TuneGemm(*ctx, kernel_cache->get(), shape, dtype, options);
   if (!result.ok()) {
     return Fail(kExitFailed, absl::StrCat("tuning failed: ", result.status().message()));
   }

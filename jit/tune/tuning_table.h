@@ -1,7 +1,7 @@
 // Tuned GEMM configurations, persisted next to the kernel cache: <cache dir>/tuning/, one small
 // human-readable file per key, so `syncopate tune` runs once per (kernel, GPU arch, dtype, shape)
 // and every later process picks the winner up. No CUDA: the table only stores what a tuner
-// measured (runtime/cuda/gemm_tuner.h) and answers lookups (runtime/cuda/gemm_kernels.h).
+// measured (runtime/gemm/gemm_tuner.h) and answers lookups (runtime/gemm/gemm_kernels.h).
 //
 // File <family>.<arch>.<dtype>.<M>x<N>x<K>.tune, "key value" lines ('#' comments allowed):
 //   format 1

@@ -5,9 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
-#include "runtime/cuda/gemm_kernels.h"
 
 namespace syncopate::cuda {
+
+std::string ArchFor(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm_", cc); }
 
 jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache,
                                   jit::KernelFetcher fetch) {

@@ -23,6 +23,11 @@ struct LoadedKernel {
   std::string fetch_error;  // why a fetcher's answer was not used
 };
 
+// NVRTC target for a device of compute capability `cc` (e.g. 90): "sm_90a" on sm_90, where the
+// arch-specific features (wgmma, setmaxnreg) exist and the cubin only ever runs on that exact
+// chip; "sm_<cc>" elsewhere.
+std::string ArchFor(int cc);
+
 // The build options for `ctx`'s GPU (arch: ArchFor its compute capability; the default NVRTC
 // options), for jit::Prepare*Kernel and then CompileAndLoad. `cache` may be null (compile every
 // time); `fetch` may be empty (NVRTC compiles every miss; see jit::KernelFetcher).

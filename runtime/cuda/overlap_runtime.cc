@@ -8,7 +8,6 @@
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/copy_descriptors.h"
-#include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/kernel_loader.h"
 
 namespace syncopate::cuda {

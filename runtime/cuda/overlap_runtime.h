@@ -162,10 +162,10 @@ class OverlapRuntime {
 
   // Prepares (jit/build: validates the plan, checks the spec against it, generates with the
   // group's node map: inter-node chunks are left to InterNodeKernel's proxy) and builds (NVRTC
-  // for this GPU: ArchFor in gemm_kernels.h, sm_90a on Hopper so wgmma kernels build) the fused
+  // for this GPU: ArchFor in kernel_loader.h, sm_90a on Hopper so wgmma kernels build) the fused
   // and local variants of `kernel_source` for `plan`. Not collective, but every rank must
   // compile the same. InvalidArgument naming the plan or the spec when they do not fit.
-  // Which GEMM kernel suits the GPU: SelectGemm (runtime/cuda/gemm_kernels.h).
+  // Which GEMM kernel suits the GPU: SelectGemm (runtime/gemm/gemm_kernels.h).
   // `fetch`: where binaries may come from before NVRTC runs here, e.g. the node's daemon
   // (client/kernel_fetch.h), used only for the exact cache key this build derives.
   absl::StatusOr<std::unique_ptr<FusedKernel>> Compile(const plan::Plan& plan,

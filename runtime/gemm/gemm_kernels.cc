@@ -1,13 +1,12 @@
 // GEMM kernel selection by GPU architecture and tuning table; see gemm_kernels.h.
-#include "runtime/cuda/gemm_kernels.h"
+#include "runtime/gemm/gemm_kernels.h"
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "jit/cache/disk_store.h"
+#include "runtime/cuda/kernel_loader.h"
 
-namespace syncopate::cuda {
-
-std::string ArchFor(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm_", cc); }
+namespace syncopate::gemm {
 
 std::string WgmmaConfigName(const WgmmaConfig& c) {
   return absl::StrCat("128x", c.tile_n, "x", c.stages, c.cp_async ? " cpasync" : " tma");
@@ -56,7 +55,7 @@ GemmKernelChoice SelectGemm(int cc, GemmWorkload workload, int64_t m, int64_t n,
 }
 
 tune::TuningKey WgmmaTuningKey(int cc, int64_t m, int64_t n, int64_t k, plan::DType dtype) {
-  return {"gemm_wgmma", ArchFor(cc), dtype, m, n, k};
+  return {"gemm_wgmma", cuda::ArchFor(cc), dtype, m, n, k};
 }
 
 absl::StatusOr<std::optional<WgmmaConfig>> FindTunedWgmma(const std::string& cache_dir, int cc,
@@ -75,10 +74,10 @@ absl::StatusOr<std::optional<WgmmaConfig>> FindTunedWgmma(const std::string& cac
   // static_asserts), so a bad entry is an error now rather than an NVRTC failure later.
   const WgmmaConfig config{tuned->tile_n, tuned->stages, tuned->loads == "cpasync"};
   if (std::string problem = WgmmaConfigProblem(config); !problem.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        table.PathFor(key), ": not a gemm_wgmma configuration: ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat(table.PathFor(key), ": not a gemm_wgmma configuration: ", problem));
   }
   return config;
 }
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

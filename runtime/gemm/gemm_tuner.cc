@@ -1,5 +1,5 @@
 // The wgmma GEMM autotuner; see gemm_tuner.h.
-#include "runtime/cuda/gemm_tuner.h"
+#include "runtime/gemm/gemm_tuner.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,24 +15,23 @@
 #include "jit/cache/disk_store.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
-#include "runtime/cuda/cublas_lib.h"
 #include "runtime/cuda/kernel_loader.h"
-#include "runtime/cuda/kernel_timing.h"
 #include "runtime/cuda/workloads/test_kernels.h"
+#include "runtime/gemm/cublas_lib.h"
+#include "runtime/gemm/kernel_timing.h"
 #include "syncopate/launch_abi.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 namespace {
 
 // Both sides round fp32 sums to 16 bits (bf16: 2^-9 relative); a reference further from cuBLAS
 // than this is wrong, not rounded differently.
 constexpr double kMaxCublasRelErr = 1e-2;
 
-
 // One candidate's kernel, ready to launch.
 struct Candidate {
   std::optional<jit::PreparedKernel> prepared;
-  LoadedKernel loaded;
+  cuda::LoadedKernel loaded;
   unsigned grid = 0;
 };
 
@@ -132,7 +131,8 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   } else {
     for (bool cp_async : {false, true}) {
       for (int tile_n : {256, 128}) {
-        for (int stages = 2; stages <= jit::kWgmmaMaxStages; ++stages) add({tile_n, stages, cp_async});
+        for (int stages = 2; stages <= jit::kWgmmaMaxStages; ++stages)
+          add({tile_n, stages, cp_async});
       }
     }
   }
@@ -144,7 +144,7 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   return all;
 }
 
-absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cache,
+absl::StatusOr<TuneResult> TuneGemm(const cuda::Context& ctx, cache::KernelCache* cache,
                                     const GemmShape& shape, plan::DType dtype,
                                     const TuneOptions& options) {
   const int cc = ctx.compute_capability();
@@ -154,7 +154,7 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
     ASSIGN_OR_RETURN(cache_dir, cache::DefaultCacheDir());
   }
   RETURN_IF_ERROR(ctx.MakeCurrent());
-  const DriverApi& api = ctx.api();
+  const cuda::DriverApi& api = ctx.api();
   TuneResult r;
   r.key = WgmmaTuningKey(cc, shape.m, shape.n, shape.k, dtype);
   CU_RETURN_IF_ERROR(api.cuDeviceGetAttribute(
@@ -169,7 +169,7 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
 
   // Generate and build every candidate; one that cannot is rejected, not fatal.
   ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_wgmma.cuh"));
-  const jit::BuildOptions build = BuildOptionsFor(ctx, cache);
+  const jit::BuildOptions build = cuda::BuildOptionsFor(ctx, cache);
   std::vector<Candidate> built(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     const WgmmaConfig& c = configs[i];
@@ -195,7 +195,8 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
   CompileInParallel(build, built);
   for (size_t i = 0; i < built.size(); ++i) {
     if (!built[i].prepared) continue;
-    absl::StatusOr<LoadedKernel> loaded = CompileAndLoad(ctx, *built[i].prepared, build);
+    absl::StatusOr<cuda::LoadedKernel> loaded =
+        cuda::CompileAndLoad(ctx, *built[i].prepared, build);
     if (!loaded.ok()) {
       r.candidates[i].rejected = absl::StrCat("does not build: ", loaded.status().message());
       continue;
@@ -209,12 +210,12 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
 
   // The same random inputs for everyone; one output buffer, poisoned before each check.
   const int64_t mk = shape.m * shape.k, nk = shape.n * shape.k, mn = shape.m * shape.n;
-  ASSIGN_OR_RETURN(Stream stream, Stream::Create(api));
+  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(api));
   const CUstream s = stream.get();
   ASSIGN_OR_RETURN(workloads::TestKernels tk, workloads::TestKernels::Load(ctx));
-  ASSIGN_OR_RETURN(DeviceBuffer a, DeviceBuffer::Allocate(api, mk * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(api, nk * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::Allocate(api, mn * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(api, mk * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(api, nk * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer c, cuda::DeviceBuffer::Allocate(api, mn * 2));
   RETURN_IF_ERROR(tk.Fill(a.get(), mk, dtype, options.seed, s));
   RETURN_IF_ERROR(tk.Fill(b.get(), nk, dtype, options.seed ^ 0x9e3779b97f4a7c15ull, s));
   // The local kernel's ABI: operands A, B, C in spec order; no peers, signals or chunks.
@@ -286,14 +287,14 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
 
   // cuBLAS: a sanity check of the reference and, timed alongside, the ratio the table keeps.
   std::unique_ptr<CublasLib> blas;
-  DeviceBuffer c_blas;
+  cuda::DeviceBuffer c_blas;
   if (!options.cublas) {
     r.cublas_note = "cuBLAS not timed (disabled)";
   } else if (absl::StatusOr<std::unique_ptr<CublasLib>> loaded = CublasLib::Open(s); !loaded.ok()) {
     r.cublas_note = absl::StrCat("cuBLAS not timed: ", loaded.status().message());
   } else {
     blas = *std::move(loaded);
-    ASSIGN_OR_RETURN(c_blas, DeviceBuffer::Allocate(api, mn * 2));
+    ASSIGN_OR_RETURN(c_blas, cuda::DeviceBuffer::Allocate(api, mn * 2));
     RETURN_IF_ERROR(blas->Gemm(a.get(), b.get(), c_blas.get(), shape.m, shape.n, shape.k, dtype,
                                /*out_f32=*/false, /*accumulate=*/false));
     ASSIGN_OR_RETURN(std::vector<uint16_t> want, workloads::Download16(api, c_blas.get(), mn, s));
@@ -341,4 +342,4 @@ absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cach
   return r;
 }
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

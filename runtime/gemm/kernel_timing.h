@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/cuda/driver.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 
 // Enqueues one run of a candidate on the stream it was bound to.
 using TimedRun = std::function<absl::Status()>;
@@ -18,8 +18,8 @@ using TimedRun = std::function<absl::Status()>;
 // Runs every candidate `warmup` times, then `reps` rounds in which each candidate runs once,
 // timed alone with CUDA events on `stream`. Returns each candidate's median milliseconds, in
 // the order given. The runs must enqueue on `stream`.
-absl::StatusOr<std::vector<double>> MedianMsInterleaved(const DriverApi& api, CUstream stream,
+absl::StatusOr<std::vector<double>> MedianMsInterleaved(const cuda::DriverApi& api, CUstream stream,
                                                         int warmup, int reps,
                                                         const std::vector<TimedRun>& runs);
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

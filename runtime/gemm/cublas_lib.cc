@@ -1,12 +1,12 @@
 // cuBLAS through dlopen; see cublas_lib.h.
-#include "runtime/cuda/cublas_lib.h"
+#include "runtime/gemm/cublas_lib.h"
 
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include "absl/strings/str_cat.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 
 struct CublasLib::Impl {
   void* lib = nullptr;
@@ -74,9 +74,8 @@ absl::Status CublasLib::Gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int64_
   const cublasStatus_t s = impl_->gemm(
       impl_->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
       static_cast<int>(k), &alpha, reinterpret_cast<void*>(b), t, static_cast<int>(k),
-      reinterpret_cast<void*>(a), t, static_cast<int>(k), &beta,
-      reinterpret_cast<void*>(c), out_f32 ? CUDA_R_32F : t, static_cast<int>(n),
-      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      reinterpret_cast<void*>(a), t, static_cast<int>(k), &beta, reinterpret_cast<void*>(c),
+      out_f32 ? CUDA_R_32F : t, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cublasGemmEx(", m, "x", n, "x", k, ", ",
                                             out_f32 ? "f32" : plan::DTypeName(in), " out): status ",
@@ -85,4 +84,4 @@ absl::Status CublasLib::Gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int64_
   return absl::OkStatus();
 }
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

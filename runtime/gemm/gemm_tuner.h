@@ -16,10 +16,10 @@
 #include "core/plan/plan.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/tune/tuning_table.h"
-#include "runtime/cuda/gemm_kernels.h"
 #include "runtime/cuda/handles.h"
+#include "runtime/gemm/gemm_kernels.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 
 struct GemmShape {
   int64_t m = 0;
@@ -74,8 +74,8 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep);
 // sm_90 (FailedPrecondition otherwise); k % 8 == 0 (InvalidArgument otherwise). `cache` may be
 // null (every candidate compiles every time). Fails when no candidate builds and gives a finite
 // output, or when the reference disagrees with cuBLAS; a single bad candidate is only rejected.
-absl::StatusOr<TuneResult> TuneGemm(const Context& ctx, cache::KernelCache* cache,
+absl::StatusOr<TuneResult> TuneGemm(const cuda::Context& ctx, cache::KernelCache* cache,
                                     const GemmShape& shape, plan::DType dtype,
                                     const TuneOptions& options);
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

@@ -15,12 +15,7 @@
 #include "jit/compiler/kernel_spec.h"
 #include "jit/tune/tuning_table.h"
 
-namespace syncopate::cuda {
-
-// NVRTC target for a device of compute capability `cc` (e.g. 90): "sm_90a" on sm_90, where the
-// arch-specific features (wgmma, setmaxnreg) exist and the cubin only ever runs on that exact
-// chip; "sm_<cc>" elsewhere.
-std::string ArchFor(int cc);
+namespace syncopate::gemm {
 
 enum class GemmWorkload { kAllGather, kReduceScatter };
 
@@ -71,4 +66,4 @@ absl::StatusOr<std::optional<WgmmaConfig>> FindTunedWgmma(const std::string& cac
                                                           int64_t m, int64_t n, int64_t k,
                                                           plan::DType dtype);
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

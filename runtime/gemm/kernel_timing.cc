@@ -1,19 +1,19 @@
 // Interleaved CUDA-event timing; see kernel_timing.h.
-#include "runtime/cuda/kernel_timing.h"
+#include "runtime/gemm/kernel_timing.h"
 
 #include <algorithm>
 
 #include "core/base/status_macros.h"
 #include "runtime/cuda/handles.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 
-absl::StatusOr<std::vector<double>> MedianMsInterleaved(const DriverApi& api, CUstream stream,
+absl::StatusOr<std::vector<double>> MedianMsInterleaved(const cuda::DriverApi& api, CUstream stream,
                                                         int warmup, int reps,
                                                         const std::vector<TimedRun>& runs) {
   if (reps < 1) return absl::InvalidArgumentError("reps must be at least 1");
-  ASSIGN_OR_RETURN(Event start, Event::Create(api, CU_EVENT_DEFAULT));
-  ASSIGN_OR_RETURN(Event stop, Event::Create(api, CU_EVENT_DEFAULT));
+  ASSIGN_OR_RETURN(cuda::Event start, cuda::Event::Create(api, CU_EVENT_DEFAULT));
+  ASSIGN_OR_RETURN(cuda::Event stop, cuda::Event::Create(api, CU_EVENT_DEFAULT));
   for (int i = 0; i < warmup; ++i) {
     for (const TimedRun& run : runs) RETURN_IF_ERROR(run());
   }
@@ -36,4 +36,4 @@ absl::StatusOr<std::vector<double>> MedianMsInterleaved(const DriverApi& api, CU
   return medians;
 }
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "core/plan/plan.h"
 
-namespace syncopate::cuda {
+namespace syncopate::gemm {
 
 class CublasLib {
  public:
@@ -34,4 +34,4 @@ class CublasLib {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace syncopate::cuda
+}  // namespace syncopate::gemm
