@@ -198,6 +198,11 @@ class Group {
                                                             const LaunchSettings& timeouts);
 
  private:
+  // The epoch placeholder used while capturing a graph; every captured value equals it and each
+  // replay replaces it (see the file comment). Never reached by real launches in a test's
+  // lifetime.
+  static constexpr uint32_t kCaptureEpoch = 0x40000000u;
+
   friend class LaunchGraph;
   explicit Group(GroupOptions options) : options_(std::move(options)) {}
   absl::Status Init();

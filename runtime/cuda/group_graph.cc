@@ -1,0 +1,89 @@
+// A launch captured once as a CUDA graph and replayed with a new epoch each time (group.h).
+#include "core/base/status_macros.h"
+#include "runtime/cuda/group.h"
+
+namespace syncopate::cuda {
+
+absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLaunch& launch,
+                                                                 const LaunchSettings& timeouts) {
+  if (broken_) return absl::FailedPreconditionError("group is broken");
+  const DriverApi& api = context_.api();
+  RETURN_IF_ERROR(context_.MakeCurrent());
+  auto g = std::unique_ptr<LaunchGraph>(new LaunchGraph);
+  g->group_ = this;
+  g->launch_ = launch;
+  g->timeouts_ = timeouts;
+  CUstream cs = capture_stream_.get();
+  CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+  captured_launch_ = true;
+  absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts);
+  captured_launch_ = false;
+  CUgraph graph = nullptr;
+  CUresult ended = api.cuStreamEndCapture(cs, &graph);
+  g->graph_ = graph;  // owned by g from here (destroyed with it)
+  RETURN_IF_ERROR(issued);
+  CU_RETURN_IF_ERROR(ended);
+  size_t n = 0;
+  CU_RETURN_IF_ERROR(api.cuGraphGetNodes(graph, nullptr, &n));
+  std::vector<CUgraphNode> nodes(n);
+  CU_RETURN_IF_ERROR(api.cuGraphGetNodes(graph, nodes.data(), &n));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    CU_RETURN_IF_ERROR(api.cuGraphNodeGetType(node, &type));
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      if (g->kernel_node_ != nullptr) {
+        return absl::InternalError("captured launch has more than one kernel node");
+      }
+      g->kernel_node_ = node;
+      CU_RETURN_IF_ERROR(api.cuGraphKernelNodeGetParams(node, &g->kernel_params_));
+    } else if (type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+      LaunchGraph::MemOpNode m;
+      m.node = node;
+      CU_RETURN_IF_ERROR(api.cuGraphBatchMemOpNodeGetParams(node, &m.params));
+      m.ops.assign(m.params.paramArray, m.params.paramArray + m.params.count);
+      g->memop_nodes_.push_back(std::move(m));
+    }
+  }
+  if (g->kernel_node_ == nullptr) return absl::InternalError("captured launch has no kernel node");
+  CU_RETURN_IF_ERROR(api.cuGraphInstantiateWithFlags(&g->exec_, graph, 0));
+  return g;
+}
+
+LaunchGraph::~LaunchGraph() {
+  if (group_ == nullptr) return;
+  const DriverApi& api = group_->api();
+  if (exec_) CU_LOG_IF_ERROR(api.cuGraphExecDestroy(exec_));
+  if (graph_) CU_LOG_IF_ERROR(api.cuGraphDestroy(graph_));
+}
+
+absl::Status LaunchGraph::Replay(CUstream stream) {
+  Group& g = *group_;
+  if (g.broken_) return absl::FailedPreconditionError("group is broken");
+  const DriverApi& api = g.api();
+  RETURN_IF_ERROR(g.context_.MakeCurrent());
+  const uint32_t epoch = g.epoch_ + 1;
+  FusedLaunchArgs args = g.MakeArgs(launch_, epoch, timeouts_);
+  void* params[] = {&args};
+  CUDA_KERNEL_NODE_PARAMS kp = kernel_params_;
+  kp.kernelParams = params;
+  kp.extra = nullptr;
+  CU_RETURN_IF_ERROR(api.cuGraphExecKernelNodeSetParams(exec_, kernel_node_, &kp));
+  for (MemOpNode& m : memop_nodes_) {
+    std::vector<CUstreamBatchMemOpParams> ops = m.ops;
+    for (CUstreamBatchMemOpParams& op : ops) {
+      // Every captured value is the capture epoch (waits GEQ it, writes of it).
+      if (op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32) op.waitValue.value = epoch;
+      if (op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_32) op.writeValue.value = epoch;
+    }
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p = m.params;
+    p.paramArray = ops.data();
+    CU_RETURN_IF_ERROR(api.cuGraphExecBatchMemOpNodeSetParams(exec_, m.node, &p));
+  }
+  CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec_, stream));
+  g.epoch_ = epoch;
+  g.last_wait_timeout_ = timeouts_.wait;
+  CU_RETURN_IF_ERROR(api.cuEventRecord(g.launch_done_.get(), stream));
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,266 @@
+// Issuing a launch of the protocol (group.h, control_block.h): the kernel's arguments, the
+// copy-engine gates it watches, and the side streams' copies and flags.
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "runtime/cuda/group.h"
+
+namespace syncopate::cuda {
+namespace {
+
+// A 2D copy whose rows are back to back on both sides: one range.
+bool IsContiguous(const Copy2D& c) {
+  return c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes);
+}
+
+}  // namespace
+
+FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
+                                const LaunchSettings& timeouts) const {
+  FusedLaunchArgs args;
+  std::memset(&args, 0, sizeof(args));
+  for (int i = 0; i < kMaxOperands; ++i) args.operands[i] = launch.operands[i];
+  for (int i = 0; i < kMaxScalars; ++i) args.scalars[i] = launch.scalars[i];
+  args.rank = rank();
+  args.world_size = world_size();
+  args.epoch = epoch;
+  args.num_comm_ctas = launch.num_comm_ctas;
+  args.signals = reinterpret_cast<syncopate_u32*>(signals());
+  args.peer_signals = reinterpret_cast<syncopate_u32* const*>(peer_signal_table_.get());
+  args.peer_operands = reinterpret_cast<void* const*>(launch.peer_operands);
+  args.chunk_counters = reinterpret_cast<syncopate_u32*>(chunk_words_.get());
+  args.chunk_ready = reinterpret_cast<syncopate_u32*>(ChunkReadyWord(0));
+  args.wait_timeout_ns = static_cast<syncopate_u64>(absl::ToInt64Nanoseconds(timeouts.wait));
+  args.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(host_words_.device());
+  args.abort_flag =
+      reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, abort_flag)));
+  args.device_abort = reinterpret_cast<syncopate_u32*>(DeviceAbortWord());
+  args.launch_waits = launch.launch_waits == nullptr
+                          ? nullptr
+                          : reinterpret_cast<const LaunchWaitOp*>(launch.launch_waits->get());
+  args.num_launch_waits = launch.num_launch_waits;
+  args.num_control_ctas = launch.num_control_ctas;
+  args.gate_words = reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, gates)));
+  args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
+  args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
+  args.tile_counter =
+      timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;
+  return args;
+}
+
+absl::Status Group::PrepareWaits(KernelLaunch& launch) {
+  const bool copy_engine = launch.backend == Backend::kCopyEngine;
+  ProtocolWords words;
+  words.signal = [this](int owner, int index) { return SignalWord(owner, index); };
+  words.entered = [this](int about) { return EnteredWord(rank(), about); };
+  words.drained = [this](int about) { return DrainedWord(rank(), about); };
+  words.chunk_ready = [this](int index) { return ChunkReadyWord(index); };
+  for (int q : launch.guarded_peers) {
+    if (q != rank() && !same_node(q)) {
+      return absl::InternalError(absl::StrCat("launch guards rank ", q, " on another node"));
+    }
+  }
+  ASSIGN_OR_RETURN(LaunchWaits waits,
+                   BuildLaunchWaits(rank(), copy_engine ? &launch.copy_program : nullptr,
+                                    launch.guarded_peers, launch.incoming_signals, launch.pulled_by,
+                                    words, kGateCapacity, launch.proxy_epoch_words));
+  launch.launch_waits = nullptr;
+  if (!waits.ops.empty()) {
+    const DriverApi& api = context_.api();
+    RETURN_IF_ERROR(context_.MakeCurrent());
+    const size_t bytes = sizeof(LaunchWaitOp) * waits.ops.size();
+    ASSIGN_OR_RETURN(DeviceBuffer ops, DeviceBuffer::Allocate(api, bytes));
+    CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(ops.get(), waits.ops.data(), bytes));
+    launch.launch_waits = std::make_shared<const DeviceBuffer>(std::move(ops));
+  }
+  launch.num_launch_waits = static_cast<unsigned>(waits.ops.size());
+  launch.num_control_ctas = waits.control_cta ? 1u : 0u;
+  launch.step_gates = std::move(waits.step_gate);
+  auto watched = std::make_shared<std::vector<WatchedGate>>();
+  const std::vector<CopyStep>& steps = launch.copy_program.steps;
+  for (size_t i = 0; i < launch.step_gates.size() && i < steps.size(); ++i) {
+    if (launch.step_gates[i] < 0) continue;
+    watched->push_back({launch.step_gates[i], steps[i].transfer, steps[i].signal_rank});
+  }
+  launch.watched_gates = std::move(watched);
+  launch.waits_prepared = true;
+  return absl::OkStatus();
+}
+
+absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
+                          const LaunchSettings& timeouts) {
+  const DriverApi& api = context_.api();
+  const int me = rank();
+  const CopyProgram& program = launch.copy_program;
+  const bool copy_engine = launch.backend == Backend::kCopyEngine && !program.steps.empty();
+  if (!launch.waits_prepared || (copy_engine && launch.step_gates.size() != program.steps.size())) {
+    return absl::FailedPreconditionError(
+        "launch has no launch waits: prepare it with Group::PrepareWaits");
+  }
+  // 0. Reduction-only destinations start at the identity, before any peer may reduce into them.
+  for (const IdentityFill& f : launch.identity_fills) {
+    if (f.element_bytes == 2) {
+      CU_RETURN_IF_ERROR(api.cuMemsetD2D16Async(f.dst, f.pitch_bytes,
+                                                static_cast<unsigned short>(f.value),
+                                                f.width_elements, f.rows, stream));
+    } else {
+      CU_RETURN_IF_ERROR(
+          api.cuMemsetD2D32Async(f.dst, f.pitch_bytes, f.value, f.width_elements, f.rows, stream));
+    }
+  }
+  // 1. Announce: this rank entered launch `epoch` (everything before it on `stream` is done).
+  for (int q = 0; q < world_size(); ++q) {
+    if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
+    CU_RETURN_IF_ERROR(
+        api.cuStreamWriteValue32(stream, EnteredWord(q, me), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  }
+  CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream,
+                                              HostWordDevice(offsetof(HostWords, progress_entered)),
+                                              epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
+  void* params[] = {&args};
+  gate_watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
+  if (copy_engine) {
+    RETURN_IF_ERROR(EnsureSideStreams(program.num_channels));
+    CU_RETURN_IF_ERROR(api.cuEventRecord(fork_event_.get(), stream));
+  }
+  // 2. The fused kernel, before any side-stream work that waits for what it writes.
+  CU_RETURN_IF_ERROR(api.cuLaunchKernel(
+      launch.function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+      launch.block[1], launch.block[2], launch.shared_bytes, stream, params, nullptr));
+  // 3. Copy engine: each step waits only for its gate word (host-mapped, released by the kernel
+  // above or by the host).
+  if (copy_engine) {
+    for (int c = 0; c < program.num_channels; ++c) {
+      CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(side_streams_[c].get(), fork_event_.get(), 0));
+    }
+    std::set<int> referenced;
+    for (const CopyStep& s : program.steps)
+      referenced.insert(s.after_steps.begin(), s.after_steps.end());
+    while (step_events_.size() < program.steps.size()) {
+      ASSIGN_OR_RETURN(Event e, Event::Create(api));
+      step_events_.push_back(std::move(e));
+    }
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      const CopyStep& step = program.steps[i];
+      CUstream s = side_streams_[step.channel].get();
+      for (int after : step.after_steps) {
+        CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(s, step_events_[after].get(), 0));
+      }
+      if (launch.step_gates[i] >= 0) {
+        const CUdeviceptr gate =
+            HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * launch.step_gates[i]);
+        CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, gate, epoch, CU_STREAM_WAIT_VALUE_GEQ));
+      }
+      RETURN_IF_ERROR(
+          IssueContiguousCopies(step, s, timeouts.prefer_copy_engines && epoch != kCaptureEpoch));
+      for (const Copy2D& c : step.copies) {
+        if (IsContiguous(c)) continue;
+        CUDA_MEMCPY2D m;
+        std::memset(&m, 0, sizeof(m));
+        m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        m.srcDevice = c.src;
+        m.srcPitch = c.src_pitch;
+        m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        m.dstDevice = c.dst;
+        m.dstPitch = c.dst_pitch;
+        m.WidthInBytes = c.row_bytes;
+        m.Height = c.rows;
+        CU_RETURN_IF_ERROR(api.cuMemcpy2DAsync(&m, s));
+      }
+      // The default write carries a fence: the copies above are visible before the signal.
+      if (step.signal >= 0) {
+        CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, SignalWord(step.signal_rank, step.signal),
+                                                    epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+      }
+      if (step.drained_rank >= 0) {
+        CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, DrainedWord(step.drained_rank, me), epoch,
+                                                    CU_STREAM_WRITE_VALUE_DEFAULT));
+      }
+      if (referenced.count(static_cast<int>(i))) {
+        CU_RETURN_IF_ERROR(api.cuEventRecord(step_events_[i].get(), s));
+      }
+    }
+    for (int c = 0; c < program.num_channels; ++c) {
+      CU_RETURN_IF_ERROR(api.cuEventRecord(join_events_[c].get(), side_streams_[c].get()));
+      CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(stream, join_events_[c].get(), 0));
+    }
+  }
+  // 4. The kernel waited for everything destined to this rank (its tail waits).
+  CU_RETURN_IF_ERROR(
+      api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_finished)),
+                               epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::Status Group::IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch) {
+  const DriverApi& api = context_.api();
+  std::vector<CUdeviceptr> dsts, srcs;
+  std::vector<size_t> sizes;
+  for (const Copy2D& c : step.copies) {
+    if (!IsContiguous(c)) continue;
+    dsts.push_back(c.dst);
+    srcs.push_back(c.src);
+    sizes.push_back(c.row_bytes * c.rows);  // one copy per contiguous range
+  }
+  if (dsts.empty()) return absl::OkStatus();
+  if (batch && api.cuMemcpyBatchAsync != nullptr) {
+    // The sources are written earlier on the launch stream (the gate orders them): stream order.
+    CUmemcpyAttributes attrs{};
+    attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attrs.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+    size_t first = 0;
+    CU_RETURN_IF_ERROR(api.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
+                                              &attrs, &first, 1, s));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dsts[i], srcs[i], sizes[i], s));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
+                           const LaunchSettings& timeouts) {
+  if (broken_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group '", options_.group_id,
+                     "' is broken after an earlier failed launch (its ranks are "
+                     "out of step); form a new group"));
+  }
+  if (launch.function == nullptr) return absl::InvalidArgumentError("launch has no kernel");
+  const DriverApi& api = context_.api();
+  RETURN_IF_ERROR(context_.MakeCurrent());
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return absl::FailedPreconditionError(
+        "Launch() on a stream under CUDA-graph capture: a replayed capture would reuse this "
+        "launch's epoch; use Group::CaptureGraph / LaunchGraph::Replay");
+  }
+  const uint32_t epoch = epoch_ + 1;
+  absl::Status issued = Issue(launch, stream, epoch, timeouts);
+  if (!issued.ok()) {
+    broken_ = true;  // part of the launch may be queued: this rank is out of step
+    return issued;
+  }
+  epoch_ = epoch;
+  last_wait_timeout_ = timeouts.wait;
+  CU_RETURN_IF_ERROR(api.cuEventRecord(launch_done_.get(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status Group::LaunchLocal(const KernelLaunch& launch, CUstream stream) {
+  const DriverApi& api = context_.api();
+  RETURN_IF_ERROR(context_.MakeCurrent());
+  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchSettings{});
+  void* params[] = {&args};
+  CU_RETURN_IF_ERROR(api.cuLaunchKernel(
+      launch.function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+      launch.block[1], launch.block[2], launch.shared_bytes, stream, params, nullptr));
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::cuda
