@@ -153,6 +153,26 @@ class PlanExecutor {
 
   PlanExecutor(const plan::Plan& plan, int rank, NodeMap nodes, UcxTransport* transport,
                ExecutorOptions options);
+  // Create's passes, in order (plan_executor_setup.cc). Staging slots per rank: every rank
+  // computes the same layout, so senders know the receivers' slot offsets.
+  struct StageLayout {
+    std::vector<uint64_t> bytes;
+    std::vector<int> slots;
+  };
+  // Which executor carries transfer `id`, its byte ranges where this rank touches it, its staging
+  // slot, and whether it is this rank's to run or to receive.
+  absl::Status ClassifyTransfer(int id, StageLayout& stage);
+  // Channels keep their plan order (ids are walked in id order).
+  void RestoreChannelOrder();
+  // Device mode: every dependency of a transfer sent here must be observable from this node.
+  absl::Status CheckDeviceModeDependencies() const;
+  // Fresh reduction outputs on this rank start at the operation's identity (not in device mode).
+  void PlanIdentityFills();
+  // Staging: the initial regions copied in per Execute.
+  absl::Status CollectInitialRanges();
+  // The transport regions, in the same order on every rank.
+  absl::Status AllocateRegions(const std::map<std::string, void*>& external,
+                               const StageLayout& stage);
   absl::Status RunChannel(const std::vector<int>& ids, uint64_t epoch);
   absl::Status RunTransfer(const plan::Transfer& t, uint64_t epoch, absl::Time deadline);
   absl::Status WaitDependency(const plan::Transfer& t, int dep, uint64_t epoch,
