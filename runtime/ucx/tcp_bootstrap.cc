@@ -172,143 +172,195 @@ TcpBootstrapHub::~TcpBootstrapHub() {
   wake_write_.Reset();
 }
 
-void TcpBootstrapHub::Serve() {
+namespace {
+
+// The hub's state between polls: its connections (a rank once it said hello) and the round of
+// contributions being gathered. Serve() polls; this reacts to what the poll found.
+class HubRounds {
+ public:
+  HubRounds(int world_size, std::string address)
+      : world_size_(world_size), address_(std::move(address)) {}
+
+  // How long the next poll may wait: until the open round's earliest deadline, or for ever.
+  int PollTimeoutMs() const {
+    if (round_.empty() || round_deadline_ms_ == INT64_MAX) return -1;
+    return static_cast<int>(
+        std::clamp<int64_t>(round_deadline_ms_ - absl::ToUnixMillis(absl::Now()) + 1, 0, 1 << 30));
+  }
+  std::vector<pollfd> PollFds(int wake_fd, int listen_fd) const {
+    std::vector<pollfd> fds = {{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    for (const Conn& c : conns_) fds.push_back({c.fd.get(), POLLIN, 0});
+    return fds;
+  }
+  static constexpr size_t kFirstConnFd = 2;  // PollFds' index of conns_[0]
+
+  // A round not complete by its earliest contributor's deadline: tell the contributors which
+  // ranks are missing (the group stays usable; those ranks may still be slow, not gone).
+  void ExpireLateRound() {
+    if (round_.empty() || absl::ToUnixMillis(absl::Now()) < round_deadline_ms_) return;
+    std::vector<int> missing;
+    for (int r = 0; r < world_size_; ++r) {
+      if (!round_.contains(r)) missing.push_back(r);
+    }
+    const std::string why =
+        absl::StrCat("bootstrap round ", round_number_, ": rank(s) ", absl::StrJoin(missing, ", "),
+                     " did not arrive by the deadline");
+    for (Conn& c : conns_) {
+      if (c.rank >= 0 && round_.contains(c.rank)) SendTo(c, kError, why);
+    }
+    EndRound();
+  }
+
+  void Accept(int listen_fd) {
+    ScopedFd fd(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) return;
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    conns_.push_back(Conn{std::move(fd)});
+  }
+
+  // Reads what connection `i` has and handles every complete frame; false when the connection
+  // is to be dropped (closed, failed, or a bad hello).
+  bool Read(size_t i) {
+    Conn& c = conns_[i];
+    char buf[65536];
+    const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    if (n < 0) return true;
+    c.in.append(buf, n);
+    while (c.in.size() >= kHeaderSize) {
+      uint32_t type;
+      uint64_t len;
+      std::memcpy(&type, c.in.data(), sizeof type);
+      std::memcpy(&len, c.in.data() + sizeof type, sizeof len);
+      if (c.in.size() < kHeaderSize + len) break;
+      const std::string payload = c.in.substr(kHeaderSize, len);
+      c.in.erase(0, kHeaderSize + len);
+      if (type == kHello) {
+        if (!Hello(c, payload)) return false;
+      } else if (type == kData && c.rank >= 0) {
+        Contribute(c, payload);
+      }
+    }
+    return true;
+  }
+
+  // Removes the connections at `dead` (ascending indices); a rank leaving breaks the group.
+  void Drop(const std::vector<size_t>& dead) {
+    for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
+      Conn c = std::move(conns_[*it]);
+      conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(*it));
+      c.fd.Reset();
+      if (c.rank >= 0 && !broken_.has_value()) {
+        FailGroup(absl::StrCat("rank ", c.rank, " left the bootstrap group (connection to hub ",
+                               address_, " closed)"));
+      }
+    }
+  }
+
+  void CloseAll() {
+    for (Conn& c : conns_) c.fd.Reset();
+  }
+
+ private:
   struct Conn {
     ScopedFd fd;
     int rank = -1;
     std::string in;
   };
-  std::vector<Conn> conns;
-  std::map<int, std::string> round;  // rank -> contribution of the current round
-  int64_t round_deadline_ms = INT64_MAX;  // earliest deadline among the round's contributors
-  uint64_t round_number = 0;
-  std::optional<std::string> broken;  // set once a rank left: every later round fails with it
-  const absl::Duration kSendTimeout = absl::Seconds(10);
 
-  auto send_to = [&](Conn& c, FrameType type, absl::string_view payload) {
+  void SendTo(Conn& c, FrameType type, absl::string_view payload) {
+    const absl::Duration kSendTimeout = absl::Seconds(10);
     absl::Status s = SendAll(c.fd.get(), EncodeFrame(type, payload), absl::Now() + kSendTimeout);
     if (!s.ok()) spdlog::warn("bootstrap hub -> rank {}: {}", c.rank, s.ToString());
-  };
-  auto fail_group = [&](const std::string& why) {
-    broken = why;
-    round.clear();
-    for (Conn& c : conns) {
-      if (c.rank >= 0) send_to(c, kError, why);
+  }
+  void FailGroup(const std::string& why) {
+    broken_ = why;
+    round_.clear();
+    for (Conn& c : conns_) {
+      if (c.rank >= 0) SendTo(c, kError, why);
     }
-  };
+  }
+  void EndRound() {
+    round_.clear();
+    round_deadline_ms_ = INT64_MAX;
+  }
 
-  while (true) {
-    std::vector<pollfd> fds;
-    fds.push_back({wake_read_.get(), POLLIN, 0});
-    fds.push_back({listen_fd_.get(), POLLIN, 0});
-    for (const Conn& c : conns) fds.push_back({c.fd.get(), POLLIN, 0});
-    int timeout_ms = -1;
-    if (!round.empty() && round_deadline_ms != INT64_MAX) {
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          round_deadline_ms - absl::ToUnixMillis(absl::Now()) + 1, 0, 1 << 30));
+  // A connection names its rank; false (after telling it) for a bad or taken rank.
+  bool Hello(Conn& c, const std::string& payload) {
+    WireReader r(payload, "bootstrap hello");
+    absl::StatusOr<uint64_t> rank = r.U64();
+    bool taken = false;
+    for (const Conn& o : conns_) taken |= rank.ok() && o.rank == static_cast<int>(*rank);
+    if (!rank.ok() || *rank >= static_cast<uint64_t>(world_size_) || taken) {
+      SendTo(c, kError,
+             absl::StrCat("bootstrap hub: bad or duplicate rank in hello (",
+                          rank.ok() ? absl::StrCat(*rank) : "?", ")"));
+      return false;
     }
-    if (::poll(fds.data(), fds.size(), timeout_ms) < 0) {
+    c.rank = static_cast<int>(*rank);
+    return true;
+  }
+
+  // A rank's blob for the open round; the last one sends every rank the round's result.
+  void Contribute(Conn& c, const std::string& payload) {
+    if (broken_.has_value()) {
+      SendTo(c, kError, *broken_);
+      return;
+    }
+    WireReader r(payload, "bootstrap data");
+    absl::StatusOr<uint64_t> deadline_ms = r.U64();
+    absl::StatusOr<absl::string_view> blob = r.Bytes();
+    if (!deadline_ms.ok() || !blob.ok()) {
+      SendTo(c, kError, "bootstrap hub: malformed data frame");
+      return;
+    }
+    round_[c.rank] = std::string(*blob);
+    round_deadline_ms_ = std::min(round_deadline_ms_, static_cast<int64_t>(*deadline_ms));
+    if (static_cast<int>(round_.size()) < world_size_) return;
+    WireWriter w;
+    for (auto& [rank, contribution] : round_) w.Bytes(contribution);
+    const std::string result = w.Take();
+    for (Conn& o : conns_) {
+      if (o.rank >= 0) SendTo(o, kResult, result);
+    }
+    EndRound();
+    ++round_number_;
+  }
+
+  const int world_size_;
+  const std::string address_;
+  std::vector<Conn> conns_;
+  std::map<int, std::string> round_;       // rank -> contribution of the current round
+  int64_t round_deadline_ms_ = INT64_MAX;  // earliest deadline among the round's contributors
+  uint64_t round_number_ = 0;
+  std::optional<std::string> broken_;  // set once a rank left: every later round fails with it
+};
+
+}  // namespace
+
+void TcpBootstrapHub::Serve() {
+  HubRounds hub(world_size_, address_);
+  while (true) {
+    std::vector<pollfd> fds = hub.PollFds(wake_read_.get(), listen_fd_.get());
+    if (::poll(fds.data(), fds.size(), hub.PollTimeoutMs()) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("{}", Errno("bootstrap hub poll"));
       break;
     }
-    if (fds[0].revents != 0) break;
-    // A round not complete by its earliest contributor's deadline: tell the contributors which
-    // ranks are missing (the group stays usable; those ranks may still be slow, not gone).
-    if (!round.empty() && absl::ToUnixMillis(absl::Now()) >= round_deadline_ms) {
-      std::vector<int> missing;
-      for (int r = 0; r < world_size_; ++r) {
-        if (!round.contains(r)) missing.push_back(r);
-      }
-      std::string why = absl::StrCat("bootstrap round ", round_number, ": rank(s) ",
-                                     absl::StrJoin(missing, ", "),
-                                     " did not arrive by the deadline");
-      for (Conn& c : conns) {
-        if (c.rank >= 0 && round.contains(c.rank)) send_to(c, kError, why);
-      }
-      round.clear();
-      round_deadline_ms = INT64_MAX;
-    }
-    if (fds[1].revents & POLLIN) {
-      ScopedFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (fd.valid()) {
-        int one = 1;
-        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conns.push_back(Conn{std::move(fd)});
-      }
-    }
+    if (fds[0].revents != 0) break;  // Stop() woke us
+    hub.ExpireLateRound();
+    // Connections accepted now are polled from the next round on: read only those polled.
+    const size_t polled = fds.size() - HubRounds::kFirstConnFd;
+    if (fds[1].revents & POLLIN) hub.Accept(listen_fd_.get());
     std::vector<size_t> dead;
-    for (size_t i = 0; i < conns.size(); ++i) {
-      if (fds[i + 2].revents == 0) continue;
-      Conn& c = conns[i];
-      char buf[65536];
-      ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        dead.push_back(i);
-        continue;
-      }
-      if (n < 0) continue;
-      c.in.append(buf, n);
-      while (c.in.size() >= kHeaderSize) {
-        uint32_t type;
-        uint64_t len;
-        std::memcpy(&type, c.in.data(), sizeof type);
-        std::memcpy(&len, c.in.data() + sizeof type, sizeof len);
-        if (c.in.size() < kHeaderSize + len) break;
-        std::string payload = c.in.substr(kHeaderSize, len);
-        c.in.erase(0, kHeaderSize + len);
-        if (type == kHello) {
-          WireReader r(payload, "bootstrap hello");
-          absl::StatusOr<uint64_t> rank = r.U64();
-          bool taken = false;
-          for (const Conn& o : conns) taken |= rank.ok() && o.rank == static_cast<int>(*rank);
-          if (!rank.ok() || *rank >= static_cast<uint64_t>(world_size_) || taken) {
-            send_to(c, kError, absl::StrCat("bootstrap hub: bad or duplicate rank in hello (",
-                                            rank.ok() ? absl::StrCat(*rank) : "?", ")"));
-            dead.push_back(i);
-            break;
-          }
-          c.rank = static_cast<int>(*rank);
-        } else if (type == kData && c.rank >= 0) {
-          if (broken.has_value()) {
-            send_to(c, kError, *broken);
-            continue;
-          }
-          WireReader r(payload, "bootstrap data");
-          absl::StatusOr<uint64_t> deadline_ms = r.U64();
-          absl::StatusOr<absl::string_view> blob = r.Bytes();
-          if (!deadline_ms.ok() || !blob.ok()) {
-            send_to(c, kError, "bootstrap hub: malformed data frame");
-            continue;
-          }
-          round[c.rank] = std::string(*blob);
-          round_deadline_ms = std::min(round_deadline_ms, static_cast<int64_t>(*deadline_ms));
-          if (static_cast<int>(round.size()) == world_size_) {
-            WireWriter w;
-            for (auto& [rank, blob] : round) w.Bytes(blob);
-            std::string result = w.Take();
-            for (Conn& o : conns) {
-              if (o.rank >= 0) send_to(o, kResult, result);
-            }
-            round.clear();
-            round_deadline_ms = INT64_MAX;
-            ++round_number;
-          }
-        }
-      }
+    for (size_t i = 0; i < polled; ++i) {
+      if (fds[i + HubRounds::kFirstConnFd].revents == 0) continue;
+      if (!hub.Read(i)) dead.push_back(i);
     }
-    // Remove dead connections back to front; a rank leaving breaks the group.
-    for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
-      Conn c = std::move(conns[*it]);
-      conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
-      c.fd.Reset();
-      if (c.rank >= 0 && !broken.has_value()) {
-        fail_group(absl::StrCat("rank ", c.rank, " left the bootstrap group (connection to hub ",
-                                address_, " closed)"));
-      }
-    }
+    hub.Drop(dead);
   }
-  for (Conn& c : conns) c.fd.Reset();
+  hub.CloseAll();
 }
 
 // ---- Client ----
