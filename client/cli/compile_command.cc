@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "client/cli/flag_parser.h"
 #include "client/cli/plan_flags.h"
 #include "client/cli/workload_flags.h"
+#include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
 #if SYNCOPATE_HAVE_DAEMON_STEP
@@ -50,9 +52,8 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
-int RunCompile(const std::vector<std::string>& args) {
-  Options o;
-  FlagParser flags("syncopate compile");
+// The flags of `syncopate compile`.
+void AddCompileFlags(FlagParser& flags, Options& o) {
   AddPlanSourceFlags(flags, &o.source);
   AddWorkloadFlags(flags, &o.workload);
   flags.AddString("arch", &o.arch, "target: sm_80, sm_90, sm_90a, ... (PTX for unknown ones)");
@@ -69,25 +70,103 @@ int RunCompile(const std::vector<std::string>& args) {
                   "compiles it into its cache; NVRTC here if it cannot");
   flags.AddString("token", &o.token, "shared token for a --daemon given as host:port");
   flags.AddBool("help", &o.help, "print this help");
+}
+
+// What the flags name: the workload (kernel, spec, default plan) and, unless --local, the plan.
+struct Target {
+  Workload workload;
+  std::optional<plan::Plan> plan;
+};
+
+absl::StatusOr<Target> TargetFromFlags(const FlagParser& flags, Options& o) {
+  RETURN_IF_ERROR(CheckPlanSourceFlags(flags, o.source, /*allow_none=*/true));
+  absl::StatusOr<plan::DType> dtype = plan::ParseDType(o.source.dtype);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
+  }
+  ASSIGN_OR_RETURN(Workload workload, WorkloadFromFlags(o.workload, *dtype));
+  if (o.source.template_name.empty() && o.source.file.empty()) {
+    if (workload.default_template.empty() && !o.local) {
+      return absl::InvalidArgumentError(
+          "a custom kernel needs a plan: --template NAME or --file PATH");
+    }
+    o.source.template_name = workload.default_template;
+  }
+  if (o.source.world == 8 && !flags.WasSet("world")) o.source.world = 4;
+  Target target{std::move(workload), std::nullopt};
+  if (!o.local) {
+    ASSIGN_OR_RETURN(target.plan, PlanFromFlags(o.source, target.workload.default_shape));
+  }
+  return target;
+}
+
+// --daemon: the daemon's binary for this build's key, NVRTC here if it cannot give one.
+absl::Status UseDaemon(const Options& o, const Target& target, jit::BuildOptions& build) {
+#if SYNCOPATE_HAVE_DAEMON_STEP
+  ClientOptions client_options;
+  client_options.token = o.token;
+  Result<Client> client = Client::Connect(o.daemon, client_options);
+  if (!client.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("--daemon ", o.daemon, ": ", client.status().ToString()));
+  }
+  ASSIGN_OR_RETURN(CompileRequest base,
+                   CompileRequestFor(target.plan ? &*target.plan : nullptr, target.workload.spec,
+                                     target.workload.kernel_source));
+  build.fetch = DaemonKernelFetcher(*client, std::move(base));
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError(
+      "--daemon: this build has no client library (SYNCOPATE_BUILD_SERVER)");
+#endif
+}
+
+absl::Status WriteBinary(const std::string& path, const nvrtc::CompiledKernel& compiled) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(compiled.binary.data(), static_cast<std::streamsize>(compiled.binary.size()));
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("--out: cannot write '", path, "'"));
+  return absl::OkStatus();
+}
+
+void PrintSummary(const Options& o, const Target& target, const jit::PreparedKernel& prepared,
+                  const jit::BuiltKernel& built, const std::string& out) {
+  const jit::LaunchMetadata& md = prepared.generated.metadata;
+  std::printf("kernel   %s (%s)\n", target.workload.kernel_name.c_str(),
+              built.generated.entry_symbol.c_str());
+  if (target.plan) {
+    std::printf("plan     %s, world %d, %d transfers, hash %.16s\n", target.plan->name.c_str(),
+                target.plan->world_size, target.plan->NumTransfers(), prepared.plan_hash.c_str());
+  }
+  std::printf(
+      "launch   block %d, smem %d B, tiles %dx%d = %d, signals %d, outgoing chunks %d, "
+      "comm CTAs (SM backend) %d\n",
+      md.block_dim, md.dynamic_smem_bytes, md.tiles_m, md.tiles_n, md.num_tiles, md.num_signals,
+      md.num_outgoing_chunks, md.suggested_comm_ctas);
+  std::printf("compile  %s for %s: %.1f ms%s\n", built.compiled->is_ptx ? "PTX" : "cubin",
+              built.compiled->target.c_str(), built.elapsed_ms,
+              o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built.source)).c_str());
+  std::printf("key      %s\n", built.cache_key.c_str());
+  if (!o.daemon.empty()) {
+    std::printf("daemon   %s\n",
+                built.fetched ? "binary from the daemon (same key)"
+                : built.fetch_error.empty()
+                    ? "not asked: the local cache had the kernel"
+                    : absl::StrCat("not used, compiled here: ", built.fetch_error).c_str());
+  }
+  std::printf("wrote    %s (%zu bytes)\n", out.c_str(), built.compiled->binary.size());
+}
+
+int RunCompile(const std::vector<std::string>& args) {
+  Options o;
+  FlagParser flags("syncopate compile");
+  AddCompileFlags(flags, o);
   if (absl::Status s = flags.Parse(args, nullptr); !s.ok()) return Fail(kExitUsage, s.message());
   if (o.help) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
   }
-  if (absl::Status s = CheckPlanSourceFlags(flags, o.source, /*allow_none=*/true); !s.ok()) {
-    return Fail(kExitUsage, s.message());
-  }
-  auto dtype = plan::ParseDType(o.source.dtype);
-  if (!dtype.ok()) return Fail(kExitUsage, absl::StrCat("--dtype: ", dtype.status().message()));
-  auto workload = WorkloadFromFlags(o.workload, *dtype);
-  if (!workload.ok()) return Fail(kExitUsage, workload.status().message());
-  if (o.source.template_name.empty() && o.source.file.empty()) {
-    if (workload->default_template.empty() && !o.local) {
-      return Fail(kExitUsage, "a custom kernel needs a plan: --template NAME or --file PATH");
-    }
-    o.source.template_name = workload->default_template;
-  }
-  if (o.source.world == 8 && !flags.WasSet("world")) o.source.world = 4;
+  absl::StatusOr<Target> target = TargetFromFlags(flags, o);
+  if (!target.ok()) return Fail(kExitUsage, target.status().message());
 
   jit::BuildOptions build;
   build.arch = o.arch;
@@ -100,16 +179,10 @@ int RunCompile(const std::vector<std::string>& args) {
     kernel_cache = *std::move(opened);
     build.cache = kernel_cache.get();
   }
-
-  absl::StatusOr<plan::Plan> plan = absl::UnknownError("unset");
-  absl::StatusOr<jit::PreparedKernel> prepared = absl::UnknownError("unset");
-  if (o.local) {
-    prepared = jit::PrepareLocalKernel(workload->spec, workload->kernel_source, build);
-  } else {
-    plan = PlanFromFlags(o.source, workload->default_shape);
-    if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
-    prepared = jit::PrepareFusedKernel(*plan, workload->spec, workload->kernel_source, build);
-  }
+  const Workload& w = target->workload;
+  absl::StatusOr<jit::PreparedKernel> prepared =
+      target->plan ? jit::PrepareFusedKernel(*target->plan, w.spec, w.kernel_source, build)
+                   : jit::PrepareLocalKernel(w.spec, w.kernel_source, build);
   if (!prepared.ok()) return Fail(kExitUsage, prepared.status().message());
   if (o.emit_source) {
     std::fputs(prepared->generated.source.c_str(), stdout);
@@ -119,60 +192,20 @@ int RunCompile(const std::vector<std::string>& args) {
     std::fputs(cache::CacheKey::FromParts(prepared->key_parts).Explain().c_str(), stdout);
   }
   if (!o.daemon.empty()) {
-#if SYNCOPATE_HAVE_DAEMON_STEP
-    ClientOptions client_options;
-    client_options.token = o.token;
-    Result<Client> client = Client::Connect(o.daemon, client_options);
-    if (!client.ok()) {
-      return Fail(kExitFailed, absl::StrCat("--daemon ", o.daemon, ": ",
-                                            client.status().ToString()));
+    if (absl::Status s = UseDaemon(o, *target, build); !s.ok()) {
+      return Fail(s.code() == absl::StatusCode::kFailedPrecondition ? kExitUsage : kExitFailed,
+                  s.message());
     }
-    absl::StatusOr<CompileRequest> base =
-        CompileRequestFor(o.local ? nullptr : &*plan, workload->spec, workload->kernel_source);
-    if (!base.ok()) return Fail(kExitFailed, base.status().message());
-    build.fetch = DaemonKernelFetcher(*client, *std::move(base));
-#else
-    return Fail(kExitUsage, "--daemon: this build has no client library (SYNCOPATE_BUILD_SERVER)");
-#endif
   }
-  const jit::LaunchMetadata& metadata = prepared->generated.metadata;
-  auto built = jit::BuildKernel(*prepared, build);
+  absl::StatusOr<jit::BuiltKernel> built = jit::BuildKernel(*prepared, build);
   if (!built.ok()) return Fail(kExitFailed, built.status().message());
-
   const std::string out = o.out.empty() ? absl::StrCat(built->generated.entry_symbol,
                                                        built->compiled->is_ptx ? ".ptx" : ".cubin")
                                         : o.out;
-  {
-    std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    file.write(built->compiled->binary.data(),
-               static_cast<std::streamsize>(built->compiled->binary.size()));
-    if (!file) return Fail(kExitUsage, absl::StrCat("--out: cannot write '", out, "'"));
+  if (absl::Status s = WriteBinary(out, *built->compiled); !s.ok()) {
+    return Fail(kExitUsage, s.message());
   }
-  std::printf("kernel   %s (%s)\n", workload->kernel_name.c_str(),
-              built->generated.entry_symbol.c_str());
-  if (plan.ok()) {
-    std::printf("plan     %s, world %d, %d transfers, hash %.16s\n", plan->name.c_str(),
-                plan->world_size, plan->NumTransfers(), prepared->plan_hash.c_str());
-  }
-  std::printf(
-      "launch   block %d, smem %d B, tiles %dx%d = %d, signals %d, outgoing chunks %d, "
-      "comm CTAs (SM backend) %d\n",
-      metadata.block_dim, metadata.dynamic_smem_bytes, metadata.tiles_m, metadata.tiles_n,
-      metadata.num_tiles, metadata.num_signals, metadata.num_outgoing_chunks,
-      metadata.suggested_comm_ctas);
-  std::printf(
-      "compile  %s for %s: %.1f ms%s\n", built->compiled->is_ptx ? "PTX" : "cubin",
-      built->compiled->target.c_str(), built->elapsed_ms,
-      o.no_cache ? "" : absl::StrCat(", cache: ", cache::SourceName(built->source)).c_str());
-  std::printf("key      %s\n", built->cache_key.c_str());
-  if (!o.daemon.empty()) {
-    std::printf("daemon   %s\n",
-                built->fetched ? "binary from the daemon (same key)"
-                : built->fetch_error.empty()
-                    ? "not asked: the local cache had the kernel"
-                    : absl::StrCat("not used, compiled here: ", built->fetch_error).c_str());
-  }
-  std::printf("wrote    %s (%zu bytes)\n", out.c_str(), built->compiled->binary.size());
+  PrintSummary(o, *target, *prepared, *built, out);
   return kExitOk;
 }
 
