@@ -76,137 +76,214 @@ absl::StatusOr<gemm::GemmKernelChoice> ChooseKernel(const Context& ctx, const Be
                           config ? &*config : nullptr);
 }
 
-absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
-                      const gemm::CublasLib& cublas, int64_t M, int64_t N, int64_t K,
-                      const BenchOptions& o) {
-  const DriverApi& api = ctx.api();
-  const int world = o.world;
-  const plan::DType dtype = o.dtype;
-  const int reps = o.reps;
-  ASSIGN_OR_RETURN(const gemm::GemmKernelChoice choice, ChooseKernel(ctx, o, M, N, K));
-  const jit::KernelSpec& spec = choice.spec;
-  plan::TemplateParams tp;
-  tp.world_size = world;
-  tp.shape = {M, K};
-  tp.dtype = dtype;
-  tp.chunks_per_shard = 4;
-  ASSIGN_OR_RETURN(plan::Plan p, plan::BuildTemplate("allgather.push", tp));
-  ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource(choice.source_name));
-  // No kernel cache: every run measures a cold NVRTC compile.
-  const jit::BuildOptions build = BuildOptionsFor(ctx);
-  ASSIGN_OR_RETURN(const jit::PreparedKernel fused_prepared,
-                   jit::PrepareFusedKernel(p, spec, src, build));
-  ASSIGN_OR_RETURN(const jit::PreparedKernel local_prepared,
-                   jit::PrepareLocalKernel(spec, src, build));
-  const jit::GeneratedKernel& fused_gen = fused_prepared.generated;
-  const jit::GeneratedKernel& local_gen = local_prepared.generated;
-  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(ctx, fused_prepared, build));
-  ASSIGN_OR_RETURN(LoadedKernel local, CompileAndLoad(ctx, local_prepared, build));
+// One shape's kernels, buffers and launch arguments: what RunShape's steps build and use.
+struct ShapeRun {
+  int64_t M = 0, N = 0, K = 0;
+  gemm::GemmKernelChoice choice;
+  jit::PreparedKernel fused_prepared, local_prepared;
+  LoadedKernel fused, local;
+  DeviceBuffer A, B, C_local, C_fused, C_blas;
+  // Protocol words of the fused kernel (the local kernel is passed the same).
+  DeviceBuffer signals, chunk_words, tables;
+  PinnedHostBuffer host;
+  int nchunks = 1;
+  FusedLaunchArgs fused_args{}, local_args{};
+  unsigned fused_grid = 0, local_grid = 0;
 
-  ASSIGN_OR_RETURN(DeviceBuffer A, DeviceBuffer::Allocate(api, M * K * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer B, DeviceBuffer::Allocate(api, N * K * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer C_local, DeviceBuffer::Allocate(api, M * N * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer C_fused, DeviceBuffer::Allocate(api, M * N * 2));
-  ASSIGN_OR_RETURN(DeviceBuffer C_blas, DeviceBuffer::Allocate(api, M * N * 2));
-  RETURN_IF_ERROR(tk.Fill(A.get(), M * K, dtype, 0x1234 + M + N + K, s));
-  RETURN_IF_ERROR(tk.Fill(B.get(), N * K, dtype, 0x5678 + M + N + K, s));
-  for (CUdeviceptr c : {C_local.get(), C_fused.get(), C_blas.get()}) {
-    RETURN_IF_ERROR(tk.Poison16(c, M * N, s));
-  }
-  // Protocol words: every signal pre-set to epoch 1 (all chunks present).
-  const jit::LaunchMetadata& md = fused_gen.metadata;
-  const int nsig = std::max(1, md.num_signals);
-  const int nchunks = std::max(1, md.num_outgoing_chunks);
-  ASSIGN_OR_RETURN(DeviceBuffer signals, DeviceBuffer::Allocate(api, 4 * nsig));
-  ASSIGN_OR_RETURN(DeviceBuffer chunk_words, DeviceBuffer::Allocate(api, 8 * nchunks));
-  ASSIGN_OR_RETURN(DeviceBuffer tables, DeviceBuffer::Allocate(api, 8 * (world + kMaxOperands * world)));
-  ASSIGN_OR_RETURN(PinnedHostBuffer host, PinnedHostBuffer::Allocate(api, 256));
-  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(signals.get(), 1, nsig, s));
-  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(chunk_words.get(), 0, 2 * nchunks, s));
-  std::vector<CUdeviceptr> t(world + kMaxOperands * world, 0);
-  for (int r = 0; r < world; ++r) t[r] = signals.get();
-  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(tables.get(), t.data(), 8 * t.size()));
+  const jit::LaunchMetadata& fused_md() const { return fused_prepared.generated.metadata; }
+  const jit::LaunchMetadata& local_md() const { return local_prepared.generated.metadata; }
+};
 
-  auto make_args = [&](CUdeviceptr c, int rank, int w) {
-    FusedLaunchArgs a;
-    std::memset(&a, 0, sizeof(a));
-    a.operands[0] = reinterpret_cast<void*>(A.get());
-    a.operands[1] = reinterpret_cast<void*>(B.get());
-    a.operands[2] = reinterpret_cast<void*>(c);
-    a.rank = rank;
-    a.world_size = w;
-    a.epoch = 1;
-    a.signals = reinterpret_cast<syncopate_u32*>(signals.get());
-    a.peer_signals = reinterpret_cast<syncopate_u32* const*>(tables.get());
-    a.peer_operands = reinterpret_cast<void* const*>(tables.get() + 8 * world);
-    a.chunk_counters = reinterpret_cast<syncopate_u32*>(chunk_words.get());
-    a.chunk_ready = reinterpret_cast<syncopate_u32*>(chunk_words.get() + 4 * nchunks);
-    a.wait_timeout_ns = 5000000000ull;
-    a.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(host.device());
-    a.abort_flag = reinterpret_cast<syncopate_u32*>(host.device() + 128);
-    return a;
-  };
-  FusedLaunchArgs fused_args = make_args(C_fused.get(), 0, world);
-  FusedLaunchArgs local_args = make_args(C_local.get(), 0, 1);
-  const int sms = ctx.sm_count();
-  const unsigned fused_grid = std::min<int64_t>(md.num_tiles, fused.ctas_per_sm * sms);
-  const unsigned local_grid =
-      std::min<int64_t>(local_gen.metadata.num_tiles, local.ctas_per_sm * sms);
-  auto launch = [&](const LoadedKernel& l, const jit::LaunchMetadata& m, unsigned grid,
-                    FusedLaunchArgs& a) -> absl::Status {
-    void* params[] = {&a};
-    CU_RETURN_IF_ERROR(api.cuLaunchKernel(l.function, grid, 1, 1, m.block_dim, 1, 1,
-                                          m.dynamic_smem_bytes, s, params, nullptr));
-    return absl::OkStatus();
-  };
-  const bool bf16 = dtype == plan::DType::kBF16;
-  auto blas = [&]() {
-    return cublas.Gemm(A.get(), B.get(), C_blas.get(), M, N, K, dtype, /*out_f32=*/false,
-                       /*accumulate=*/false);
-  };
-  // Alternate the kernels every repetition so clock and power drift hit them alike.
-  std::vector<gemm::TimedRun> runs = {
-      [&] { return launch(local, local_gen.metadata, local_grid, local_args); }, blas};
-  if (o.fused) runs.push_back([&] { return launch(fused, md, fused_grid, fused_args); });
-  ASSIGN_OR_RETURN(std::vector<double> med, gemm::MedianMsInterleaved(api, s, 3, reps, runs));
-  if (!o.fused) RETURN_IF_ERROR(launch(fused, md, fused_grid, fused_args));  // for the bitwise check
-  const double local_ms = med[0], blas_ms = med[1];
-  const double fused_ms = o.fused ? med[2] : std::nan("");  // not timed: prints nan
-  const double flop = 2.0 * M * N * K;
-  const double local_tf = flop / (local_ms * 1e9), fused_tf = flop / (fused_ms * 1e9),
-               blas_tf = flop / (blas_ms * 1e9);
-  // Correctness: fused == local bitwise; local vs cuBLAS relative error.
-  ASSIGN_OR_RETURN(auto cl, syncopate::workloads::Download16(api, C_local.get(), M * N, s));
-  ASSIGN_OR_RETURN(auto cf, syncopate::workloads::Download16(api, C_fused.get(), M * N, s));
-  ASSIGN_OR_RETURN(auto cb, syncopate::workloads::Download16(api, C_blas.get(), M * N, s));
+// Median times of one shape; fused_ms is nan under --fused 0.
+struct ShapeTimes {
+  double local_ms = 0, blas_ms = 0, fused_ms = 0;
+};
+
+// Correctness: fused == local bitwise; local vs cuBLAS relative error.
+struct OutputDiff {
   int64_t diff = 0, blas_diff = 0;
   double e2 = 0, r2 = 0, max_err = 0, max_ref = 0;
   bool finite = true;
-  for (int64_t i = 0; i < M * N; ++i) {
-    diff += cl[i] != cf[i];
-    blas_diff += cl[i] != cb[i];
+};
+
+// The fused (AllGather plan, rank 0 of o.world) and the local kernel of the chosen GEMM.
+absl::Status CompileShapeKernels(const Context& ctx, const BenchOptions& o, ShapeRun& r) {
+  ASSIGN_OR_RETURN(r.choice, ChooseKernel(ctx, o, r.M, r.N, r.K));
+  const jit::KernelSpec& spec = r.choice.spec;
+  plan::TemplateParams tp;
+  tp.world_size = o.world;
+  tp.shape = {r.M, r.K};
+  tp.dtype = o.dtype;
+  tp.chunks_per_shard = 4;
+  ASSIGN_OR_RETURN(plan::Plan p, plan::BuildTemplate("allgather.push", tp));
+  ASSIGN_OR_RETURN(std::string_view src, jit::ExampleKernelSource(r.choice.source_name));
+  // No kernel cache: every run measures a cold NVRTC compile.
+  const jit::BuildOptions build = BuildOptionsFor(ctx);
+  ASSIGN_OR_RETURN(r.fused_prepared, jit::PrepareFusedKernel(p, spec, src, build));
+  ASSIGN_OR_RETURN(r.local_prepared, jit::PrepareLocalKernel(spec, src, build));
+  ASSIGN_OR_RETURN(r.fused, CompileAndLoad(ctx, r.fused_prepared, build));
+  ASSIGN_OR_RETURN(r.local, CompileAndLoad(ctx, r.local_prepared, build));
+  return absl::OkStatus();
+}
+
+// Random A and B; the three outputs poisoned, so an element no kernel wrote shows.
+absl::Status FillOperands(const DriverApi& api, CUstream s,
+                          const syncopate::workloads::TestKernels& tk, plan::DType dtype,
+                          ShapeRun& r) {
+  const int64_t M = r.M, N = r.N, K = r.K;
+  ASSIGN_OR_RETURN(r.A, DeviceBuffer::Allocate(api, M * K * 2));
+  ASSIGN_OR_RETURN(r.B, DeviceBuffer::Allocate(api, N * K * 2));
+  ASSIGN_OR_RETURN(r.C_local, DeviceBuffer::Allocate(api, M * N * 2));
+  ASSIGN_OR_RETURN(r.C_fused, DeviceBuffer::Allocate(api, M * N * 2));
+  ASSIGN_OR_RETURN(r.C_blas, DeviceBuffer::Allocate(api, M * N * 2));
+  RETURN_IF_ERROR(tk.Fill(r.A.get(), M * K, dtype, 0x1234 + M + N + K, s));
+  RETURN_IF_ERROR(tk.Fill(r.B.get(), N * K, dtype, 0x5678 + M + N + K, s));
+  for (CUdeviceptr c : {r.C_local.get(), r.C_fused.get(), r.C_blas.get()}) {
+    RETURN_IF_ERROR(tk.Poison16(c, M * N, s));
+  }
+  return absl::OkStatus();
+}
+
+// Protocol words: every signal pre-set to epoch 1 (all chunks present).
+absl::Status SetUpProtocolWords(const DriverApi& api, CUstream s, int world, ShapeRun& r) {
+  const jit::LaunchMetadata& md = r.fused_md();
+  const int nsig = std::max(1, md.num_signals);
+  r.nchunks = std::max(1, md.num_outgoing_chunks);
+  ASSIGN_OR_RETURN(r.signals, DeviceBuffer::Allocate(api, 4 * nsig));
+  ASSIGN_OR_RETURN(r.chunk_words, DeviceBuffer::Allocate(api, 8 * r.nchunks));
+  ASSIGN_OR_RETURN(r.tables, DeviceBuffer::Allocate(api, 8 * (world + kMaxOperands * world)));
+  ASSIGN_OR_RETURN(r.host, PinnedHostBuffer::Allocate(api, 256));
+  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(r.signals.get(), 1, nsig, s));
+  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(r.chunk_words.get(), 0, 2 * r.nchunks, s));
+  std::vector<CUdeviceptr> t(world + kMaxOperands * world, 0);
+  for (int q = 0; q < world; ++q) t[q] = r.signals.get();
+  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(r.tables.get(), t.data(), 8 * t.size()));
+  return absl::OkStatus();
+}
+
+// The kernel arguments writing C to `c` as `rank` of `w` ranks; the tables are sized for `world`.
+FusedLaunchArgs MakeLaunchArgs(const ShapeRun& r, CUdeviceptr c, int rank, int w, int world) {
+  FusedLaunchArgs a;
+  std::memset(&a, 0, sizeof(a));
+  a.operands[0] = reinterpret_cast<void*>(r.A.get());
+  a.operands[1] = reinterpret_cast<void*>(r.B.get());
+  a.operands[2] = reinterpret_cast<void*>(c);
+  a.rank = rank;
+  a.world_size = w;
+  a.epoch = 1;
+  a.signals = reinterpret_cast<syncopate_u32*>(r.signals.get());
+  a.peer_signals = reinterpret_cast<syncopate_u32* const*>(r.tables.get());
+  a.peer_operands = reinterpret_cast<void* const*>(r.tables.get() + 8 * world);
+  a.chunk_counters = reinterpret_cast<syncopate_u32*>(r.chunk_words.get());
+  a.chunk_ready = reinterpret_cast<syncopate_u32*>(r.chunk_words.get() + 4 * r.nchunks);
+  a.wait_timeout_ns = 5000000000ull;
+  a.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(r.host.device());
+  a.abort_flag = reinterpret_cast<syncopate_u32*>(r.host.device() + 128);
+  return a;
+}
+
+// One launch of a loaded GEMM kernel on `s`.
+absl::Status LaunchGemm(const DriverApi& api, CUstream s, const LoadedKernel& l,
+                        const jit::LaunchMetadata& m, unsigned grid, FusedLaunchArgs& a) {
+  void* params[] = {&a};
+  CU_RETURN_IF_ERROR(api.cuLaunchKernel(l.function, grid, 1, 1, m.block_dim, 1, 1,
+                                        m.dynamic_smem_bytes, s, params, nullptr));
+  return absl::OkStatus();
+}
+
+// Medians of local, cuBLAS and (unless --fused 0) fused; under --fused 0 the fused kernel still
+// runs once, for the bitwise check.
+absl::StatusOr<ShapeTimes> TimeKernels(const DriverApi& api, CUstream s,
+                                       const gemm::CublasLib& cublas, const BenchOptions& o,
+                                       ShapeRun& r) {
+  auto launch_local = [&] {
+    return LaunchGemm(api, s, r.local, r.local_md(), r.local_grid, r.local_args);
+  };
+  auto launch_fused = [&] {
+    return LaunchGemm(api, s, r.fused, r.fused_md(), r.fused_grid, r.fused_args);
+  };
+  auto blas = [&]() {
+    return cublas.Gemm(r.A.get(), r.B.get(), r.C_blas.get(), r.M, r.N, r.K, o.dtype,
+                       /*out_f32=*/false, /*accumulate=*/false);
+  };
+  // Alternate the kernels every repetition so clock and power drift hit them alike.
+  std::vector<gemm::TimedRun> runs = {launch_local, blas};
+  if (o.fused) runs.push_back(launch_fused);
+  ASSIGN_OR_RETURN(std::vector<double> med, gemm::MedianMsInterleaved(api, s, 3, o.reps, runs));
+  if (!o.fused) RETURN_IF_ERROR(launch_fused());  // for the bitwise check
+  ShapeTimes t;
+  t.local_ms = med[0];
+  t.blas_ms = med[1];
+  t.fused_ms = o.fused ? med[2] : std::nan("");  // not timed: prints nan
+  return t;
+}
+
+// Correctness: fused == local bitwise; local vs cuBLAS relative error.
+absl::StatusOr<OutputDiff> CompareOutputs(const DriverApi& api, CUstream s, plan::DType dtype,
+                                          const ShapeRun& r) {
+  const int64_t elems = r.M * r.N;
+  ASSIGN_OR_RETURN(auto cl, syncopate::workloads::Download16(api, r.C_local.get(), elems, s));
+  ASSIGN_OR_RETURN(auto cf, syncopate::workloads::Download16(api, r.C_fused.get(), elems, s));
+  ASSIGN_OR_RETURN(auto cb, syncopate::workloads::Download16(api, r.C_blas.get(), elems, s));
+  OutputDiff d;
+  for (int64_t i = 0; i < elems; ++i) {
+    d.diff += cl[i] != cf[i];
+    d.blas_diff += cl[i] != cb[i];
     const double a = syncopate::workloads::HalfBitsToFloat(cl[i], dtype);
     const double b = syncopate::workloads::HalfBitsToFloat(cb[i], dtype);
-    finite = finite && std::isfinite(a);
-    e2 += (a - b) * (a - b);
-    r2 += b * b;
-    max_err = std::max(max_err, std::fabs(a - b));
-    max_ref = std::max(max_ref, std::fabs(b));
+    d.finite = d.finite && std::isfinite(a);
+    d.e2 += (a - b) * (a - b);
+    d.r2 += b * b;
+    d.max_err = std::max(d.max_err, std::fabs(a - b));
+    d.max_ref = std::max(d.max_ref, std::fabs(b));
   }
-  const volatile WaitTimeoutRecord* rec = static_cast<const WaitTimeoutRecord*>(host.host());
+  return d;
+}
+
+// The shape's RESULT line.
+void PrintResult(const BenchOptions& o, const ShapeRun& r, const ShapeTimes& t,
+                 const OutputDiff& d) {
+  const int64_t M = r.M, N = r.N, K = r.K;
+  const bool bf16 = o.dtype == plan::DType::kBF16;
+  const double flop = 2.0 * M * N * K;
+  const double local_tf = flop / (t.local_ms * 1e9), fused_tf = flop / (t.fused_ms * 1e9),
+               blas_tf = flop / (t.blas_ms * 1e9);
+  const volatile WaitTimeoutRecord* rec = static_cast<const WaitTimeoutRecord*>(r.host.host());
   std::printf(
       "RESULT %s%s M=%ld N=%ld K=%ld %s world=%d | local %.3f ms %.1f TFLOP/s | fused %.3f ms %.1f "
       "TFLOP/s | cuBLAS %.3f ms %.1f TFLOP/s | fused/local time %.4f | local/cuBLAS %.3f | "
       "fused!=local elems %ld | local!=cuBLAS elems %ld | rel err local vs cuBLAS %.2e (max |diff| "
       "/ max |ref| %.2e) | finite %d | timeouts %u | "
       "compile fused %.0f ms local %.0f ms | grid fused %u local %u (ctas/SM %d)\n",
-      choice.wgmma ? "wgmma " : "mma",
-      choice.wgmma ? gemm::WgmmaConfigName(choice.wgmma_config).c_str() : "", M, N, K,
-      bf16 ? "bf16" : "f16", world, local_ms, local_tf, fused_ms, fused_tf, blas_ms, blas_tf,
-      fused_ms / local_ms, local_tf / blas_tf, diff, blas_diff, std::sqrt(e2 / r2),
-      max_err / max_ref, finite ? 1 : 0, rec->timed_out, fused.compile_ms, local.compile_ms,
-      fused_grid, local_grid, fused.ctas_per_sm);
+      r.choice.wgmma ? "wgmma " : "mma",
+      r.choice.wgmma ? gemm::WgmmaConfigName(r.choice.wgmma_config).c_str() : "", M, N, K,
+      bf16 ? "bf16" : "f16", o.world, t.local_ms, local_tf, t.fused_ms, fused_tf, t.blas_ms,
+      blas_tf, t.fused_ms / t.local_ms, local_tf / blas_tf, d.diff, d.blas_diff,
+      std::sqrt(d.e2 / d.r2), d.max_err / d.max_ref, d.finite ? 1 : 0, rec->timed_out,
+      r.fused.compile_ms, r.local.compile_ms, r.fused_grid, r.local_grid, r.fused.ctas_per_sm);
   std::fflush(stdout);
+}
+
+// One shape: compile, set up, time, check, print its RESULT line.
+absl::Status RunShape(const Context& ctx, CUstream s, const syncopate::workloads::TestKernels& tk,
+                      const gemm::CublasLib& cublas, int64_t M, int64_t N, int64_t K,
+                      const BenchOptions& o) {
+  const DriverApi& api = ctx.api();
+  ShapeRun r;
+  r.M = M;
+  r.N = N;
+  r.K = K;
+  RETURN_IF_ERROR(CompileShapeKernels(ctx, o, r));
+  RETURN_IF_ERROR(FillOperands(api, s, tk, o.dtype, r));
+  RETURN_IF_ERROR(SetUpProtocolWords(api, s, o.world, r));
+  r.fused_args = MakeLaunchArgs(r, r.C_fused.get(), 0, o.world, o.world);
+  r.local_args = MakeLaunchArgs(r, r.C_local.get(), 0, 1, o.world);
+  const int sms = ctx.sm_count();
+  r.fused_grid = std::min<int64_t>(r.fused_md().num_tiles, r.fused.ctas_per_sm * sms);
+  r.local_grid = std::min<int64_t>(r.local_md().num_tiles, r.local.ctas_per_sm * sms);
+  ASSIGN_OR_RETURN(const ShapeTimes times, TimeKernels(api, s, cublas, o, r));
+  ASSIGN_OR_RETURN(const OutputDiff diff, CompareOutputs(api, s, o.dtype, r));
+  PrintResult(o, r, times, diff);
   return absl::OkStatus();
 }
 

@@ -114,6 +114,19 @@ struct Variant {
   std::string error;
 };
 
+// What the steps of Runner::MeasureAll share for one problem: the rows so far, the variants, and
+// what one step finds for a later one.
+struct ProblemRun {
+  const Problem& p;
+  std::vector<ResultRow>& rows;
+  std::vector<Variant> variants;
+  Variant* base = nullptr;  // the first usable variant: inputs, local GEMM, cuBLAS
+  // The fastest comm_only configuration without a failed check, which the unfused row runs.
+  const Variant* best_comm = nullptr;
+  std::string best_backend;
+  double best_comm_ms = -1;
+};
+
 class Runner {
  public:
   Runner(const BenchFlags& flags, int world, int rank) : f_(flags), world_(world), rank_(rank) {}
@@ -134,6 +147,11 @@ class Runner {
   absl::Status Allocate(const std::vector<Problem>& problems);
   absl::Status BuildVariant(const Problem& p, Variant& v);
   absl::Status SetUpInputs(const Problem& p, const Variant& v);
+  // SetUpInputs of AG: every rank's shard in a_ and data, B, the reference of the full GEMM.
+  absl::Status SetUpGatherInputs(const Problem& p, const Variant& v);
+  // SetUpInputs of RS / AR: this rank's partial (checked, saved), the reference of the sum of
+  // every rank's partial, and which rows of it this rank ends up with.
+  absl::Status SetUpReduceInputs(const Problem& p, const Variant& v);
   absl::Status Reference(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, const Problem& p,
                          int64_t m, bool accumulate);
   // Median ms over reps of `run` (after warm-up); `prepare` runs before each, untimed.
@@ -157,7 +175,42 @@ class Runner {
                        const std::function<absl::Status()>& prepare_check, CheckWhat what,
                        std::vector<ResultRow>& rows, Measurement* combined);
   void Emit(const Problem& p, std::vector<ResultRow>& rows);
+  // Every configuration of `p`, in the order of rank_runner.h's list; each step below is one
+  // entry of it.
   absl::Status MeasureAll(const Problem& p, std::vector<ResultRow>& rows);
+  // Plans and kernels for every chunks value; a variant is used only where every rank built it
+  // (launches must match across ranks). Sets run.base.
+  absl::Status BuildVariants(ProblemRun& run);
+  // Inputs and the fp32 reference, the same way on every rank; any failure is fatal for the world
+  // size, since ranks would no longer agree on what runs next.
+  absl::Status SetUpOnAllRanks(ProblemRun& run);
+  // The local GEMM (identity schedule): T_gemm_local. AG: C checked against the reference.
+  // RS / AR: its output is this rank's partial, checked in SetUpInputs against the own-partial
+  // reference (the comm_only and unfused measurements start from that partial).
+  absl::Status MeasureLocalGemm(ProblemRun& run);
+  // The local GEMM on a smaller grid (--grid-pct), unchecked (same kernel as above).
+  absl::Status MeasureLocalGemmGrids(ProblemRun& run);
+  // cuBLAS on the same per-rank GEMM (bf16 out), for reference; not checked.
+  absl::Status MeasureCublas(ProblemRun& run);
+  // comm_only per backend x chunks: T_comm; records the fastest in run.best_*.
+  absl::Status MeasureCommOnly(ProblemRun& run);
+  // One comm_only row: backend `b`, variant `v`.
+  absl::Status MeasureCommOnlyConfig(ProblemRun& run, const std::string& b, const Variant& v);
+  // The fused kernel per backend x chunks (x comm CTA count, grid and tile dealing on SM).
+  absl::Status MeasureFused(ProblemRun& run);
+  // One fused row: backend `b`, variant `v`, one comm CTA count, grid and tile dealing.
+  absl::Status MeasureFusedConfig(ProblemRun& run, const std::string& b, Variant& v, int comm_ctas,
+                                  int pct, const std::string& dealing);
+  // Unfused: the parts back to back at the best comm_only config (what a fallback runs).
+  absl::Status MeasureUnfused(ProblemRun& run);
+  // The launch options of backend "ce" or "sm" from the flags.
+  cuda::LaunchOptions LaunchOptionsFor(const std::string& backend) const;
+  // CTAs in `pct` percent of this rank's SMs (at least one).
+  int GridCtas(int pct) const;
+  // The copy-engine backend moves copies only: a plan that reduces gets an "unsupported" row
+  // (returns true) instead of a measurement.
+  bool SkipOnCopyEngine(ProblemRun& run, const std::string& impl, const std::string& backend,
+                        const Variant& v) const;
 
   const BenchFlags& f_;
   int world_, rank_;
@@ -320,72 +373,80 @@ absl::Status Runner::Reference(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, cons
 }
 
 absl::Status Runner::SetUpInputs(const Problem& p, const Variant& v) {
+  ref_note_ =
+      cublas_ ? "" : absl::StrCat("fp32 reference by the naive kernel (", cublas_error_, ")");
+  RETURN_IF_ERROR(is_ag(p) ? SetUpGatherInputs(p, v) : SetUpReduceInputs(p, v));
+  ASSIGN_OR_RETURN(ref_absmax_, checks_->AbsMax(ref_.get(), p.m * p.n, stream()));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::SetUpGatherInputs(const Problem& p, const Variant& v) {
   const plan::DType bf = plan::DType::kBF16;
   CUstream s = stream();
-  ref_note_ = cublas_ ? "" : absl::StrCat("fp32 reference by the naive kernel (", cublas_error_, ")");
-  if (is_ag(p)) {
-    // Every rank's shard, as the plan places it, from that rank's seed: the full A every rank
-    // must end up with. Kept in a_ (the gathered-A check); data starts as the full A too, so the
-    // local GEMM has all of it.
-    shards_.clear();
-    for (int q = 0; q < world_; ++q) {
-      auto it = v.pk.plan.ranks[q].initial.find("data");
-      if (it == v.pk.plan.ranks[q].initial.end() || it->second.boxes().empty()) {
-        return absl::InternalError(absl::StrCat("plan: rank ", q, " has no initial shard"));
-      }
-      int64_t lo = INT64_MAX, hi = 0;
-      for (const plan::Box& bx : it->second.boxes()) {
-        lo = std::min(lo, bx.lo[0]);
-        hi = std::max(hi, bx.hi[0]);
-      }
-      shards_.push_back({lo, hi});
-      RETURN_IF_ERROR(tk_->Fill(a_.get() + lo * p.k * kEs, (hi - lo) * p.k, bf, SeedA(p, q), s));
+  // Every rank's shard, as the plan places it, from that rank's seed: the full A every rank
+  // must end up with. Kept in a_ (the gathered-A check); data starts as the full A too, so the
+  // local GEMM has all of it.
+  shards_.clear();
+  for (int q = 0; q < world_; ++q) {
+    auto it = v.pk.plan.ranks[q].initial.find("data");
+    if (it == v.pk.plan.ranks[q].initial.end() || it->second.boxes().empty()) {
+      return absl::InternalError(absl::StrCat("plan: rank ", q, " has no initial shard"));
     }
-    CU_RETURN_IF_ERROR(api().cuMemcpyAsync(data_->local(), a_.get(), p.m * p.k * kEs, s));
-    RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
-    RETURN_IF_ERROR(Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false));
-  } else {
-    RETURN_IF_ERROR(tk_->Fill(a_.get(), p.m * p.k, bf, SeedA(p, rank_), s));
-    RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
-    // This rank's partial first: the local GEMM is checked against it, and its output saved
-    // (the partial that comm_only moves). Then the full sum of every rank's partial, each peer's
-    // inputs regenerated from its seed.
-    RETURN_IF_ERROR(Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false));
-    const CUdeviceptr c = p.workload == Workload::kGemmAllReduce ? data_->local() : input_->local();
-    RETURN_IF_ERROR(tk_->Poison16(c, p.m * p.n, s));
-    RETURN_IF_ERROR(rt_->LaunchLocal(*v.gemm_bound, s));
-    ASSIGN_OR_RETURN(double own_absmax, checks_->AbsMax(ref_.get(), p.m * p.n, s));
-    ASSIGN_OR_RETURN(CompareResult own,
-                     checks_->Compare(c, ref_.get(), p.m, p.n, kRtol, kAtol * own_absmax, s));
-    local_check_ = Measurement{};
-    local_check_.check = own.Passed(kRtol) ? "pass" : "fail";
-    local_check_.rel_err = own.rel_err;
-    if (local_check_.check == "fail") {
-      local_check_.note = absl::StrFormat("own partial: %d non-finite, %d of %d outside tolerance",
-                                          own.nonfinite, own.out_of_tolerance, own.elements);
+    int64_t lo = INT64_MAX, hi = 0;
+    for (const plan::Box& bx : it->second.boxes()) {
+      lo = std::min(lo, bx.lo[0]);
+      hi = std::max(hi, bx.hi[0]);
     }
-    CU_RETURN_IF_ERROR(api().cuMemcpyAsync(partial_.get(), c, p.m * p.n * kEs, s));
-    for (int q = 0; q < world_; ++q) {
-      if (q == rank_) continue;
-      RETURN_IF_ERROR(tk_->Fill(qa_.get(), p.m * p.k, bf, SeedA(p, q), s));
-      RETURN_IF_ERROR(tk_->Fill(qb_.get(), p.n * p.k, bf, SeedB(p, q), s));
-      RETURN_IF_ERROR(Reference(qa_.get(), qb_.get(), ref_.get(), p, p.m, true));
-    }
-    row0_ = 0;
-    rows_ = p.m;
-    if (p.workload == Workload::kGemmReduceScatter) {
-      const plan::Expectation* mine = nullptr;
-      for (const plan::Expectation& e : v.pk.plan.postcondition) {
-        if (e.rank == rank_ && e.buffer == "output") mine = &e;
-      }
-      if (mine == nullptr || mine->sources.empty()) {
-        return absl::InternalError("plan has no postcondition for this rank's output");
-      }
-      row0_ = mine->sources[0].region.boxes()[0].lo[0];
-      rows_ = mine->region.NumElements() / p.n;
-    }
+    shards_.push_back({lo, hi});
+    RETURN_IF_ERROR(tk_->Fill(a_.get() + lo * p.k * kEs, (hi - lo) * p.k, bf, SeedA(p, q), s));
   }
-  ASSIGN_OR_RETURN(ref_absmax_, checks_->AbsMax(ref_.get(), p.m * p.n, s));
+  CU_RETURN_IF_ERROR(api().cuMemcpyAsync(data_->local(), a_.get(), p.m * p.k * kEs, s));
+  RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
+  return Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false);
+}
+
+absl::Status Runner::SetUpReduceInputs(const Problem& p, const Variant& v) {
+  const plan::DType bf = plan::DType::kBF16;
+  CUstream s = stream();
+  RETURN_IF_ERROR(tk_->Fill(a_.get(), p.m * p.k, bf, SeedA(p, rank_), s));
+  RETURN_IF_ERROR(tk_->Fill(b_.get(), p.n * p.k, bf, SeedB(p, rank_), s));
+  // This rank's partial first: the local GEMM is checked against it, and its output saved
+  // (the partial that comm_only moves). Then the full sum of every rank's partial, each peer's
+  // inputs regenerated from its seed.
+  RETURN_IF_ERROR(Reference(a_.get(), b_.get(), ref_.get(), p, p.m, false));
+  const CUdeviceptr c = p.workload == Workload::kGemmAllReduce ? data_->local() : input_->local();
+  RETURN_IF_ERROR(tk_->Poison16(c, p.m * p.n, s));
+  RETURN_IF_ERROR(rt_->LaunchLocal(*v.gemm_bound, s));
+  ASSIGN_OR_RETURN(double own_absmax, checks_->AbsMax(ref_.get(), p.m * p.n, s));
+  ASSIGN_OR_RETURN(CompareResult own,
+                   checks_->Compare(c, ref_.get(), p.m, p.n, kRtol, kAtol * own_absmax, s));
+  local_check_ = Measurement{};
+  local_check_.check = own.Passed(kRtol) ? "pass" : "fail";
+  local_check_.rel_err = own.rel_err;
+  if (local_check_.check == "fail") {
+    local_check_.note = absl::StrFormat("own partial: %d non-finite, %d of %d outside tolerance",
+                                        own.nonfinite, own.out_of_tolerance, own.elements);
+  }
+  CU_RETURN_IF_ERROR(api().cuMemcpyAsync(partial_.get(), c, p.m * p.n * kEs, s));
+  for (int q = 0; q < world_; ++q) {
+    if (q == rank_) continue;
+    RETURN_IF_ERROR(tk_->Fill(qa_.get(), p.m * p.k, bf, SeedA(p, q), s));
+    RETURN_IF_ERROR(tk_->Fill(qb_.get(), p.n * p.k, bf, SeedB(p, q), s));
+    RETURN_IF_ERROR(Reference(qa_.get(), qb_.get(), ref_.get(), p, p.m, true));
+  }
+  row0_ = 0;
+  rows_ = p.m;
+  if (p.workload == Workload::kGemmReduceScatter) {
+    const plan::Expectation* mine = nullptr;
+    for (const plan::Expectation& e : v.pk.plan.postcondition) {
+      if (e.rank == rank_ && e.buffer == "output") mine = &e;
+    }
+    if (mine == nullptr || mine->sources.empty()) {
+      return absl::InternalError("plan has no postcondition for this rank's output");
+    }
+    row0_ = mine->sources[0].region.boxes()[0].lo[0];
+    rows_ = mine->region.NumElements() / p.n;
+  }
   return absl::OkStatus();
 }
 
@@ -602,13 +663,51 @@ absl::Status Runner::RunProblem(const Problem& p) {
 }
 
 absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) {
-  // 1. Plans and kernels for every chunks value; a variant is used only where every rank built
-  // it (launches must match across ranks).
-  std::vector<Variant> variants(f_.chunks.size());
-  for (size_t i = 0; i < variants.size(); ++i) {
-    Variant& v = variants[i];
+  ProblemRun run{p, rows};
+  RETURN_IF_ERROR(BuildVariants(run));
+  if (run.base == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(SetUpOnAllRanks(run));
+  RETURN_IF_ERROR(MeasureLocalGemm(run));
+  RETURN_IF_ERROR(MeasureLocalGemmGrids(run));
+  if (cublas_) RETURN_IF_ERROR(MeasureCublas(run));
+  RETURN_IF_ERROR(MeasureCommOnly(run));
+  RETURN_IF_ERROR(MeasureFused(run));
+  if (run.best_comm != nullptr) RETURN_IF_ERROR(MeasureUnfused(run));
+  return absl::OkStatus();
+}
+
+cuda::LaunchOptions Runner::LaunchOptionsFor(const std::string& backend) const {
+  cuda::LaunchOptions lo;
+  lo.backend = backend == "ce" ? Backend::kCopyEngine : Backend::kSm;
+  lo.timeout = absl::Milliseconds(f_.timeout_ms);
+  lo.free_ctas = f_.ce_free_ctas;
+  lo.prefer_copy_engines = f_.ce_prefer_dma;
+  return lo;
+}
+
+int Runner::GridCtas(int pct) const {
+  return std::max(1, rt_->group().context().sm_count() * pct / 100);
+}
+
+bool Runner::SkipOnCopyEngine(ProblemRun& run, const std::string& impl, const std::string& backend,
+                              const Variant& v) const {
+  if (backend != "ce" || !v.pk.has_reductions) return false;
+  ResultRow r = RowFor(run.p, impl);
+  r.backend = backend;
+  r.chunks = v.chunks;
+  r.check = "unsupported";
+  r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
+                        PlanTemplate(f_, run.p.workload), " reduces");
+  run.rows.push_back(r);
+  return true;
+}
+
+absl::Status Runner::BuildVariants(ProblemRun& run) {
+  run.variants.resize(f_.chunks.size());
+  for (size_t i = 0; i < run.variants.size(); ++i) {
+    Variant& v = run.variants[i];
     v.chunks = f_.chunks[i];
-    absl::Status st = BuildVariant(p, v);
+    absl::Status st = BuildVariant(run.p, v);
     Measurement mine;
     mine.check = st.ok() ? "pass" : "error";
     mine.note = st.ok() ? "" : std::string(st.message()).substr(0, 400);
@@ -616,202 +715,203 @@ absl::Status Runner::MeasureAll(const Problem& p, std::vector<ResultRow>& rows) 
     v.usable = all.check == "pass";
     v.error = all.note;
     if (!v.usable) {
-      ResultRow r = RowFor(p, "syncopate");
+      ResultRow r = RowFor(run.p, "syncopate");
       r.chunks = v.chunks;
       r.check = "unsupported";
       r.note = absl::StrCat("plan/compile: ", v.error);
-      rows.push_back(r);
+      run.rows.push_back(r);
     }
   }
-  Variant* base = nullptr;
-  for (Variant& v : variants) {
-    if (v.usable && base == nullptr) base = &v;
+  for (Variant& v : run.variants) {
+    if (v.usable && run.base == nullptr) run.base = &v;
   }
-  if (base == nullptr) return absl::OkStatus();
-  // 2. Inputs and the fp32 reference (every rank the same way; any failure is fatal for the
-  // world size, since ranks would no longer agree on what runs next).
-  {
-    absl::Status st = SetUpInputs(p, *base);
-    Measurement mine = st.ok() ? Measurement{} : Failed(st, true);
-    ASSIGN_OR_RETURN(Measurement all, Gather(mine));
-    if (all.fatal) return absl::AbortedError(absl::StrCat(p.Label(), " set-up: ", all.note));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::SetUpOnAllRanks(ProblemRun& run) {
+  absl::Status st = SetUpInputs(run.p, *run.base);
+  Measurement mine = st.ok() ? Measurement{} : Failed(st, true);
+  ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+  if (all.fatal) return absl::AbortedError(absl::StrCat(run.p.Label(), " set-up: ", all.note));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureLocalGemm(ProblemRun& run) {
+  const Problem& p = run.p;
+  auto local = [&]() { return rt_->LaunchLocal(*run.base->gemm_bound, stream()); };
+  ResultRow r = RowFor(p, "local-gemm");
+  if (is_ag(p)) {
+    return Measure(
+        p, r, nullptr, local, [&] { return tk_->Poison16(c_.get(), p.m * p.n, stream()); },
+        CheckWhat::kResult, run.rows, nullptr);
   }
-  const bool reduce = !is_ag(p);
-  // 3. The local GEMM (identity schedule): T_gemm_local. AG: C checked against the reference.
-  // RS / AR: its output is this rank's partial, checked in SetUpInputs against the own-partial
-  // reference (the comm_only and unfused measurements start from that partial).
-  auto local = [&]() { return rt_->LaunchLocal(*base->gemm_bound, stream()); };
-  {
-    ResultRow r = RowFor(p, "local-gemm");
-    if (is_ag(p)) {
-      RETURN_IF_ERROR(Measure(p, r, nullptr, local,
-                              [&] { return tk_->Poison16(c_.get(), p.m * p.n, stream()); },
-                              CheckWhat::kResult, rows, nullptr));
-    } else {
-      RETURN_IF_ERROR(Measure(p, r, nullptr, local, nullptr, CheckWhat::kNone, rows, nullptr));
-      ASSIGN_OR_RETURN(Measurement check, Gather(local_check_));
-      ResultRow& back = rows.back();
-      back.check = f_.check ? check.check : "skip";
-      back.rel_err = check.rel_err;
-      back.note = absl::StrCat("checked against this rank's own partial",
-                               check.note.empty() ? "" : "; ", check.note);
-    }
-  }
-  // 3b. The local GEMM on a smaller grid (--grid-pct), unchecked (same kernel as above).
+  RETURN_IF_ERROR(Measure(p, r, nullptr, local, nullptr, CheckWhat::kNone, run.rows, nullptr));
+  ASSIGN_OR_RETURN(Measurement check, Gather(local_check_));
+  ResultRow& back = run.rows.back();
+  back.check = f_.check ? check.check : "skip";
+  back.rel_err = check.rel_err;
+  back.note = absl::StrCat("checked against this rank's own partial",
+                           check.note.empty() ? "" : "; ", check.note);
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureLocalGemmGrids(ProblemRun& run) {
   const int sms = rt_->group().context().sm_count();
-  auto grid_of = [sms](int pct) { return std::max(1, sms * pct / 100); };
   for (int pct : f_.grid_pct) {
     if (pct == 100) continue;
-    ResultRow r = RowFor(p, "local-gemm");
-    r.note = absl::StrCat("grid ", grid_of(pct), " CTAs (", pct, "% of ", sms, " SMs)");
-    auto run = [&] { return rt_->LaunchLocal(*base->gemm_bound, stream(), grid_of(pct)); };
-    RETURN_IF_ERROR(Measure(p, r, nullptr, run, nullptr, CheckWhat::kNone, rows, nullptr));
+    ResultRow r = RowFor(run.p, "local-gemm");
+    r.note = absl::StrCat("grid ", GridCtas(pct), " CTAs (", pct, "% of ", sms, " SMs)");
+    auto launch = [&] { return rt_->LaunchLocal(*run.base->gemm_bound, stream(), GridCtas(pct)); };
+    RETURN_IF_ERROR(
+        Measure(run.p, r, nullptr, launch, nullptr, CheckWhat::kNone, run.rows, nullptr));
   }
-  // 4. cuBLAS on the same per-rank GEMM (bf16 out), for reference; not checked.
-  if (cublas_) {
-    ResultRow r = RowFor(p, "cublas-gemm");
-    CUdeviceptr a = is_ag(p) ? data_->local() : a_.get();
-    auto run = [&] { return cublas_->Gemm(a, b_.get(), c_.get(), p.m, p.n, p.k, plan::DType::kBF16,
-                                                 false, false);
-    };
-    Measurement mine;
-    auto t = Time(nullptr, run);
-    mine = t.ok() ? Measurement{} : Failed(t.status());
-    if (t.ok()) mine.time_ms = *t;
-    ASSIGN_OR_RETURN(Measurement all, Gather(mine));
-    r.time_ms = all.time_ms;
-    r.tflops = all.time_ms > 0 ? p.gemm_flop() / (all.time_ms * 1e9) : -1;
-    r.check = all.check == "error" ? "error" : "skip";
-    r.note = all.note;
-    rows.push_back(r);
-  }
-  // 5. comm_only per backend x chunks: T_comm.
-  auto backend_of = [](const std::string& b) { return b == "ce" ? Backend::kCopyEngine : Backend::kSm; };
-  auto launch_opts = [&](const std::string& b) {
-    cuda::LaunchOptions lo;
-    lo.backend = backend_of(b);
-    lo.timeout = absl::Milliseconds(f_.timeout_ms);
-    lo.free_ctas = f_.ce_free_ctas;
-    lo.prefer_copy_engines = f_.ce_prefer_dma;
-    return lo;
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureCublas(ProblemRun& run) {
+  const Problem& p = run.p;
+  ResultRow r = RowFor(p, "cublas-gemm");
+  CUdeviceptr a = is_ag(p) ? data_->local() : a_.get();
+  auto launch = [&] {
+    return cublas_->Gemm(a, b_.get(), c_.get(), p.m, p.n, p.k, plan::DType::kBF16, false, false);
   };
+  Measurement mine;
+  auto t = Time(nullptr, launch);
+  mine = t.ok() ? Measurement{} : Failed(t.status());
+  if (t.ok()) mine.time_ms = *t;
+  ASSIGN_OR_RETURN(Measurement all, Gather(mine));
+  r.time_ms = all.time_ms;
+  r.tflops = all.time_ms > 0 ? p.gemm_flop() / (all.time_ms * 1e9) : -1;
+  r.check = all.check == "error" ? "error" : "skip";
+  r.note = all.note;
+  run.rows.push_back(r);
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureCommOnly(ProblemRun& run) {
+  for (const std::string& b : f_.backends) {
+    for (Variant& v : run.variants) {
+      if (!v.usable) continue;
+      if (SkipOnCopyEngine(run, "comm-only", b, v)) continue;
+      RETURN_IF_ERROR(MeasureCommOnlyConfig(run, b, v));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b,
+                                           const Variant& v) {
+  const Problem& p = run.p;
+  const bool reduce = !is_ag(p);
+  ResultRow r = RowFor(p, "comm-only");
+  r.backend = b;
+  r.chunks = v.chunks;
+  const cuda::LaunchOptions lo = LaunchOptionsFor(b);
+  auto launch = [&] { return rt_->Launch(*v.comm_bound, stream(), lo); };
+  std::function<absl::Status()> prepare;
+  if (reduce) prepare = [&] { return RestorePartial(p); };
+  std::function<absl::Status()> prepare_check = [&]() -> absl::Status {
+    RETURN_IF_ERROR(PoisonForCheck(p));
+    if (reduce) return RestorePartial(p);
+    return absl::OkStatus();
+  };
+  Measurement all;
+  RETURN_IF_ERROR(Measure(p, r, prepare, launch, prepare_check,
+                          reduce ? CheckWhat::kResult : CheckWhat::kGatherOnly, run.rows, &all));
   const double comm_bytes =
       is_ag(p) ? static_cast<double>(p.m) * p.k * kEs * (world_ - 1) / world_
                : static_cast<double>(p.m) * p.n * kEs * (world_ - 1) / world_ *
                      (p.workload == Workload::kGemmAllReduce ? 2 : 1);
-  const Variant* best_comm = nullptr;
-  std::string best_backend;
-  double best_comm_ms = -1;
-  for (const std::string& b : f_.backends) {
-    for (Variant& v : variants) {
-      if (!v.usable) continue;
-      ResultRow r = RowFor(p, "comm-only");
-      r.backend = b;
-      r.chunks = v.chunks;
-      if (b == "ce" && v.pk.has_reductions) {
-        r.check = "unsupported";
-        r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
-                              PlanTemplate(f_, p.workload), " reduces");
-        rows.push_back(r);
-        continue;
-      }
-      const cuda::LaunchOptions lo = launch_opts(b);
-      auto run = [&] { return rt_->Launch(*v.comm_bound, stream(), lo); };
-      std::function<absl::Status()> prepare;
-      if (reduce) prepare = [&] { return RestorePartial(p); };
-      std::function<absl::Status()> prepare_check = [&]() -> absl::Status {
-        RETURN_IF_ERROR(PoisonForCheck(p));
-        if (reduce) return RestorePartial(p);
-        return absl::OkStatus();
-      };
-      Measurement all;
-      RETURN_IF_ERROR(Measure(p, r, prepare, run, prepare_check,
-                              reduce ? CheckWhat::kResult : CheckWhat::kGatherOnly, rows, &all));
-      if (all.time_ms > 0) {
-        rows.back().note = absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)),
-                                        rows.back().note.empty() ? "" : "; ", rows.back().note);
-      }
-      if (all.time_ms > 0 && all.check != "fail" && all.check != "error" &&
-          (best_comm_ms < 0 || all.time_ms < best_comm_ms)) {
-        best_comm_ms = all.time_ms;
-        best_comm = &v;
-        best_backend = b;
-      }
-    }
+  ResultRow& back = run.rows.back();
+  if (all.time_ms > 0) {
+    back.note =
+        absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)),
+                     back.note.empty() ? "" : "; ", back.note);
   }
-  // 6. The fused kernel per backend x chunks (x comm CTA count on the SM backend).
+  if (all.time_ms > 0 && all.check != "fail" && all.check != "error" &&
+      (run.best_comm_ms < 0 || all.time_ms < run.best_comm_ms)) {
+    run.best_comm_ms = all.time_ms;
+    run.best_comm = &v;
+    run.best_backend = b;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureFused(ProblemRun& run) {
   for (const std::string& b : f_.backends) {
-    for (Variant& v : variants) {
+    for (Variant& v : run.variants) {
       if (!v.usable) continue;
-      if (b == "ce" && v.pk.has_reductions) {
-        ResultRow r = RowFor(p, "syncopate");
-        r.backend = b;
-        r.chunks = v.chunks;
-        r.check = "unsupported";
-        r.note = absl::StrCat("copy-engine backend moves copies only; plan ",
-                              PlanTemplate(f_, p.workload), " reduces");
-        rows.push_back(r);
-        continue;
-      }
+      if (SkipOnCopyEngine(run, "syncopate", b, v)) continue;
       const std::vector<int> comm_counts = b == "sm" ? f_.comm_ctas : std::vector<int>{0};
       const std::vector<int> pcts = b == "sm" ? f_.grid_pct : std::vector<int>{100};
       for (int comm_ctas : comm_counts) {
         for (int pct : pcts) {
           for (const std::string& dealing : f_.tile_dealing) {
-            ResultRow r = RowFor(p, "syncopate");
-            r.backend = b;
-            r.chunks = v.chunks;
-            cuda::LaunchOptions lo = launch_opts(b);
-            lo.comm_ctas = comm_ctas;
-            lo.dynamic_tiles = dealing == "dynamic";
-            // The comm CTAs count toward the grid.
-            if (pct != 100) {
-              ASSIGN_OR_RETURN(cuda::OverlapRuntime::Geometry geo, rt_->GridOf(*v.gemm_bound, lo));
-              lo.compute_ctas = std::max(1, grid_of(pct) - geo.comm_ctas);
-            }
-            auto run = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
-            RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
-                                    CheckWhat::kResult, rows, nullptr));
-            if (!f_.trace_dir.empty() && b == "sm") {
-              RETURN_IF_ERROR(TraceFused(v, lo, absl::StrCat(
-                  WorkloadName(p.workload), "_", p.model, "_M", p.m, "_tp", world_, "_x", v.chunks,
-                  "_comm", comm_ctas, "_pct", pct, "_", dealing)));
-            }
-            std::string what;
-            if (comm_ctas > 0) what = absl::StrCat("comm_ctas=", comm_ctas);
-            if (pct != 100) absl::StrAppend(&what, what.empty() ? "" : " ", "compute_ctas=", lo.compute_ctas);
-            if (lo.dynamic_tiles) absl::StrAppend(&what, what.empty() ? "" : " ", "dynamic tiles");
-            if (!what.empty()) {
-              ResultRow& back = rows.back();
-              back.note = absl::StrCat(what, back.note.empty() ? "" : "; ", back.note);
-            }
+            RETURN_IF_ERROR(MeasureFusedConfig(run, b, v, comm_ctas, pct, dealing));
           }
         }
       }
     }
   }
-  // 7. Unfused: the parts back to back at the best comm_only config (what a fallback runs).
-  if (best_comm != nullptr) {
-    ResultRow r = RowFor(p, "unfused");
-    r.backend = best_backend;
-    r.chunks = best_comm->chunks;
-    const cuda::LaunchOptions lo = launch_opts(best_backend);
-    const Variant* v = best_comm;
-    auto run = [&]() -> absl::Status {
-      if (is_ag(p)) {
-        RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));
-        RETURN_IF_ERROR(MarkMid());
-        return rt_->LaunchLocal(*v->gemm_bound, stream());
-      }
-      RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream()));
-      RETURN_IF_ERROR(MarkMid());
-      return rt_->Launch(*v->comm_bound, stream(), lo);
-    };
-    r.note = is_ag(p) ? "comm_only then local GEMM" : "local GEMM then comm_only";
-    RETURN_IF_ERROR(Measure(p, r, nullptr, run, [&] { return PoisonForCheck(p); },
-                            CheckWhat::kResult, rows, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureFusedConfig(ProblemRun& run, const std::string& b, Variant& v,
+                                        int comm_ctas, int pct, const std::string& dealing) {
+  const Problem& p = run.p;
+  ResultRow r = RowFor(p, "syncopate");
+  r.backend = b;
+  r.chunks = v.chunks;
+  cuda::LaunchOptions lo = LaunchOptionsFor(b);
+  lo.comm_ctas = comm_ctas;
+  lo.dynamic_tiles = dealing == "dynamic";
+  // The comm CTAs count toward the grid.
+  if (pct != 100) {
+    ASSIGN_OR_RETURN(cuda::OverlapRuntime::Geometry geo, rt_->GridOf(*v.gemm_bound, lo));
+    lo.compute_ctas = std::max(1, GridCtas(pct) - geo.comm_ctas);
+  }
+  auto launch = [&] { return rt_->Launch(*v.gemm_bound, stream(), lo); };
+  RETURN_IF_ERROR(Measure(
+      p, r, nullptr, launch, [&] { return PoisonForCheck(p); }, CheckWhat::kResult, run.rows,
+      nullptr));
+  if (!f_.trace_dir.empty() && b == "sm") {
+    RETURN_IF_ERROR(
+        TraceFused(v, lo,
+                   absl::StrCat(WorkloadName(p.workload), "_", p.model, "_M", p.m, "_tp", world_,
+                                "_x", v.chunks, "_comm", comm_ctas, "_pct", pct, "_", dealing)));
+  }
+  std::string what;
+  if (comm_ctas > 0) what = absl::StrCat("comm_ctas=", comm_ctas);
+  if (pct != 100) absl::StrAppend(&what, what.empty() ? "" : " ", "compute_ctas=", lo.compute_ctas);
+  if (lo.dynamic_tiles) absl::StrAppend(&what, what.empty() ? "" : " ", "dynamic tiles");
+  if (!what.empty()) {
+    ResultRow& back = run.rows.back();
+    back.note = absl::StrCat(what, back.note.empty() ? "" : "; ", back.note);
   }
   return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureUnfused(ProblemRun& run) {
+  const Problem& p = run.p;
+  ResultRow r = RowFor(p, "unfused");
+  r.backend = run.best_backend;
+  r.chunks = run.best_comm->chunks;
+  const cuda::LaunchOptions lo = LaunchOptionsFor(run.best_backend);
+  const Variant* v = run.best_comm;
+  auto launch = [&]() -> absl::Status {
+    if (is_ag(p)) {
+      RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));
+      RETURN_IF_ERROR(MarkMid());
+      return rt_->LaunchLocal(*v->gemm_bound, stream());
+    }
+    RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream()));
+    RETURN_IF_ERROR(MarkMid());
+    return rt_->Launch(*v->comm_bound, stream(), lo);
+  };
+  r.note = is_ag(p) ? "comm_only then local GEMM" : "local GEMM then comm_only";
+  return Measure(
+      p, r, nullptr, launch, [&] { return PoisonForCheck(p); }, CheckWhat::kResult, run.rows,
+      nullptr);
 }
 
 }  // namespace
