@@ -33,8 +33,8 @@
 #include "server/compile_backend.h"
 #include "server/plan_store.h"
 #include "syncopate/v1/service.grpc.pb.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_kernels.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/cache/cache_test_util.h"
+#include "tests/testing/cache_test_util.h"
 
 namespace syncopate::cache {
 namespace {

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "jit/cache/file_lock.h"
 #include "jit/cache/kernel_cache.h"
-#include "tests/cache/cache_test_util.h"
+#include "tests/testing/cache_test_util.h"
 
 namespace syncopate::cache {
 namespace {

@@ -12,8 +12,8 @@
 #include "spdlog/spdlog.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/plan.pb.h"
-#include "tests/server/test_kernels.h"
 #include "tests/testing/template_plan.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate {
 namespace {

@@ -21,8 +21,8 @@
 #include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
 #include "syncopate/client.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate {
 namespace {

@@ -17,8 +17,8 @@
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/gemm/gemm_kernels.h"
 #include "runtime/gemm/gemm_tuner.h"
-#include "tests/cache/cache_test_util.h"
 #include "tests/cuda/gpu_test_env.h"
+#include "tests/testing/cache_test_util.h"
 
 namespace syncopate::cuda {
 namespace {

@@ -22,7 +22,7 @@
 #include "tests/cuda/gpu_test_env.h"
 #if SYNCOPATE_GPU_TEST_WITH_DAEMON
 #include "tests/cuda/daemon_fetcher.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 #endif
 
 namespace syncopate::cuda {

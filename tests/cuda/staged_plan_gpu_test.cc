@@ -20,7 +20,7 @@
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
 #include "tests/cuda/gpu_test_env.h"
-#include "tests/ucx/plan_data.h"
+#include "tests/testing/plan_data.h"
 
 namespace syncopate::cuda {
 namespace {

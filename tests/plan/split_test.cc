@@ -10,7 +10,7 @@
 #include "core/plan/validate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/plan/template_cases.h"
+#include "tests/testing/template_cases.h"
 
 namespace syncopate::plan {
 namespace {

@@ -9,7 +9,7 @@
 #include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/plan/template_cases.h"
+#include "tests/testing/template_cases.h"
 #include "tests/testing/template_plan.h"
 
 namespace syncopate::plan_io {

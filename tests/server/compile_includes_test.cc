@@ -11,8 +11,8 @@
 #include <string>
 
 #include "syncopate/v1/service.grpc.pb.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate::testing {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::server {
 namespace {

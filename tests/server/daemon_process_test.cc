@@ -9,8 +9,8 @@
 #include <set>
 
 #include "syncopate/client.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate::testing {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "syncopate/client.h"
 #include "syncopate/v1/service.grpc.pb.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::testing {
 namespace {

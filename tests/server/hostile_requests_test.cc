@@ -10,9 +10,9 @@
 #include "core/plan_io/plan_proto.h"
 #include "syncopate/client.h"
 #include "syncopate/v1/service.grpc.pb.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
 #include "tests/testing/template_plan.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate::testing {
 namespace {

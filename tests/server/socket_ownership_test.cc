@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "syncopate/client.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "syncopate/client.h"
 #include "syncopate/v1/service.grpc.pb.h"
 #include "tests/server/raw_calls.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <future>
 
 #include "syncopate/client.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::testing {
 namespace {

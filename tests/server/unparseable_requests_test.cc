@@ -18,8 +18,8 @@
 
 #include "syncopate/v1/service.grpc.pb.h"
 #include "tests/server/raw_calls.h"
-#include "tests/server/subprocess.h"
-#include "tests/server/test_kernels.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate::testing {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "syncopate/client.h"
-#include "tests/server/subprocess.h"
+#include "tests/testing/subprocess.h"
 
 namespace syncopate::testing {
 namespace {

@@ -40,7 +40,7 @@
 #include "runtime/ucx/forked_bootstrap.h"
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/transport.h"
-#include "tests/ucx/plan_data.h"
+#include "tests/testing/plan_data.h"
 
 namespace syncopate::ucx {
 namespace {

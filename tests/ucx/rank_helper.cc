@@ -43,7 +43,7 @@
 #include "runtime/ucx/plan_executor.h"
 #include "runtime/ucx/tcp_bootstrap.h"
 #include "runtime/ucx/transport.h"
-#include "tests/ucx/plan_data.h"
+#include "tests/testing/plan_data.h"
 #ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
 #include "absl/strings/str_join.h"
 #include "client/ucx_bootstrap.h"

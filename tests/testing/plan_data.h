@@ -37,8 +37,7 @@ inline plan::TemplateParams PlanParams(int world, int ranks_per_node, int64_t ro
 using BufferData = std::function<float*(const std::string& buffer)>;
 
 inline float Initial(int rank, const std::string& buffer, int64_t offset, int iter) {
-  return static_cast<float>((rank + 1) * 1000 + (offset % 499) + 3 * iter +
-                            (buffer.size() % 7));
+  return static_cast<float>((rank + 1) * 1000 + (offset % 499) + 3 * iter + (buffer.size() % 7));
 }
 inline float Garbage(int rank, int iter) { return -1.0e6f - static_cast<float>(rank * 100 + iter); }
 
@@ -80,10 +79,10 @@ inline absl::Status CheckRank(const plan::Plan& p, int rank, int iter, const Buf
         }
       }
       if (d[dst[k]] != expected) {
-        return absl::DataLossError(absl::StrCat(
-            "iteration ", iter, ": rank ", rank, " buffer '", e.buffer, "' element ", dst[k],
-            " is ", d[dst[k]], ", expected ", expected, " (", plan::ReduceOpName(e.op), " over ",
-            e.sources.size(), " source(s))"));
+        return absl::DataLossError(
+            absl::StrCat("iteration ", iter, ": rank ", rank, " buffer '", e.buffer, "' element ",
+                         dst[k], " is ", d[dst[k]], ", expected ", expected, " (",
+                         plan::ReduceOpName(e.op), " over ", e.sources.size(), " source(s))"));
       }
     }
   }

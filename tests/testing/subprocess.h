@@ -35,8 +35,8 @@ class Subprocess {
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     if (posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
       pid_ = -1;
@@ -55,7 +55,9 @@ class Subprocess {
 
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }
-  void Signal(int sig) { if (pid_ > 0 && !exit_code_) kill(pid_, sig); }
+  void Signal(int sig) {
+    if (pid_ > 0 && !exit_code_) kill(pid_, sig);
+  }
 
   // Exit code (128+signal when killed), or nullopt if still running after `timeout`.
   std::optional<int> Wait(std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
@@ -92,7 +94,8 @@ class Subprocess {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "syncopate_test_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "syncopate_test_XXXXXX").string();
     path_ = mkdtemp(pattern.data());
   }
   ~TempDir() {
@@ -114,10 +117,9 @@ class DaemonProcess {
                 std::vector<std::string> extra = {})
       : socket_(dir.Path(name + ".sock")), port_file_(dir.Path(name + ".port")) {
     std::filesystem::remove(port_file_);
-    std::vector<std::string> args = {"--unix_socket=" + socket_, "--listen=127.0.0.1:0",
-                                     "--port_file=" + port_file_,
-                                     std::string("--token=") + kTestToken,
-                                     "--node_name=" + name, "--log_level=debug"};
+    std::vector<std::string> args = {
+        "--unix_socket=" + socket_,           "--listen=127.0.0.1:0", "--port_file=" + port_file_,
+        std::string("--token=") + kTestToken, "--node_name=" + name,  "--log_level=debug"};
     args.insert(args.end(), extra.begin(), extra.end());
     process_.emplace(binary, args, dir.Path(name + ".log"));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
