@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "core/plan/validate.h"
 #include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/codegen.h"

@@ -104,9 +104,9 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   k->fetch_ = std::move(fetch);
   jit::CodegenOptions codegen;
   codegen.nodes = group_->nodes();
-  const jit::BuildOptions target = BuildOptionsFor(group_->context(), cache_, k->fetch_);
-  ASSIGN_OR_RETURN(k->fused_, jit::PrepareFusedKernel(plan, spec, kernel_source, target, codegen));
-  ASSIGN_OR_RETURN(k->local_, jit::PrepareLocalKernel(spec, kernel_source, target));
+  const jit::BuildOptions build = BuildOptionsFor(group_->context(), cache_, k->fetch_);
+  ASSIGN_OR_RETURN(k->fused_, jit::PrepareFusedKernel(plan, spec, kernel_source, build, codegen));
+  ASSIGN_OR_RETURN(k->local_, jit::PrepareLocalKernel(spec, kernel_source, build));
   const jit::LaunchMetadata& md = k->metadata();
   if (md.num_signals > kSignalCapacity || md.num_outgoing_chunks > kChunkCapacity) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -114,8 +114,7 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
         " outgoing chunks per rank; the runtime has room for ", kSignalCapacity, " and ",
         kChunkCapacity));
   }
-  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(group_->context(), k->fused_, target));
-  k->fused_cache_key_ = k->fused_.key.hex();
+  ASSIGN_OR_RETURN(LoadedKernel fused, CompileAndLoad(group_->context(), k->fused_, build));
   k->fused_module_ = std::move(fused.module);
   k->fused_fn_ = fused.function;
   k->fused_ctas_per_sm_ = fused.ctas_per_sm;

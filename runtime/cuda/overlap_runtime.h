@@ -82,7 +82,6 @@ class FusedKernel {
   const plan::Plan& plan() const { return plan_; }
   const jit::KernelSpec& spec() const { return spec_; }
   const std::string& fused_source() const { return fused_.generated.source; }
-  const std::string& cache_key() const { return fused_cache_key_; }  // hex, of the fused variant
   double compile_ms() const { return compile_ms_; }  // NVRTC time of the fused variant
   // Whether the fused variant's binary came from the fetcher given to Compile (the daemon), and
   // if a fetcher was given but not used, why.
@@ -95,7 +94,6 @@ class FusedKernel {
   jit::KernelSpec spec_;
   jit::PreparedKernel fused_;
   jit::PreparedKernel local_;
-  std::string fused_cache_key_;
   Module fused_module_;
   CUfunction fused_fn_ = nullptr;
   int fused_ctas_per_sm_ = 0;
