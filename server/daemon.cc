@@ -1,6 +1,8 @@
 // See daemon.h.
 #include "server/daemon.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,10 +10,8 @@
 #include <mutex>
 #include <vector>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "server/compile_service.h"
 #include "server/rendezvous_service.h"
 #include "server/tcp_auth.h"
@@ -36,17 +36,13 @@ void CommonOptions(const DaemonConfig& config, grpc::ResourceQuota& quota,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
-  std::unique_ptr<Daemon> daemon(new Daemon());
-  daemon->env_ = std::make_unique<ServiceEnv>(config);
-  ServiceEnv* env = daemon->env_.get();
-
+void Daemon::CreateServices(const DaemonConfig& config) {
   CompileBackend::Options compile_options;
   compile_options.cache_dir = config.cache_dir;
   compile_options.cache_max_bytes = config.cache_max_bytes;
   compile_options.compile_threads = config.compile_threads;
   compile_options.cuda_include_dir = config.cuda_include_dir;
-  compile_options.plans = &env->plans();
+  compile_options.plans = &env_->plans();
   absl::StatusOr<std::unique_ptr<CompileBackend>> backend = CompileBackend::Create(compile_options);
   absl::Status backend_status = backend.status();
   if (!backend.ok()) {
@@ -54,10 +50,86 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
     spdlog::error("event=cache_unavailable dir={} msg=\"{}\"", config.cache_dir,
                   std::string(backend.status().message()));
   }
-  daemon->rendezvous_ = std::make_unique<RendezvousService>(env);
-  daemon->compiler_ = std::make_unique<CompilerService>(
-      env, backend.ok() ? std::move(*backend) : nullptr, backend_status);
-  daemon->stats_ = std::make_unique<DaemonService>(env, daemon->compiler_.get());
+  rendezvous_ = std::make_unique<RendezvousService>(env_.get());
+  compiler_ = std::make_unique<CompilerService>(
+      env_.get(), backend.ok() ? std::move(*backend) : nullptr, backend_status);
+  stats_ = std::make_unique<DaemonService>(env_.get(), compiler_.get());
+}
+
+// Two servers, because gRPC's message size limit is per server, not per port: the Unix socket
+// and in-process channel serve local clients (max_message_bytes); TCP serves peer daemons and
+// strangers (tcp_max_message_bytes on what it reads, and the token checked before reading).
+absl::Status Daemon::ServeLocally(const DaemonConfig& config, grpc::ResourceQuota& quota) {
+  grpc::ServerBuilder local;
+  local.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  local.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  CommonOptions(config, quota, local);
+  if (!config.unix_socket.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(config.unix_socket).parent_path(),
+                                        ignored);
+    // Refuses a path a live daemon listens on; removes a stale socket left by one that died.
+    RETURN_IF_ERROR(ClaimUnixSocket(config.unix_socket));
+    local.AddListeningPort("unix:" + config.unix_socket, grpc::InsecureServerCredentials());
+  }
+  local.RegisterService(rendezvous_.get());
+  local.RegisterService(compiler_.get());
+  local.RegisterService(stats_.get());
+  server_ = local.BuildAndStart();
+  if (server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve: binding unix:", config.unix_socket, " failed (permissions?)"));
+  }
+  if (!config.unix_socket.empty()) {
+    socket_path_ = config.unix_socket;
+    socket_inode_ = SocketInode(config.unix_socket);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Daemon::ServeTcp(const DaemonConfig& config, grpc::ResourceQuota& quota) {
+  if (config.listen.empty()) return 0;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                   TcpServerCredentials(config, &env_->counters().rejected_calls));
+  grpc::ServerBuilder tcp;
+  tcp.SetMaxReceiveMessageSize(static_cast<int>(config.tcp_max_message_bytes));
+  // Answers go to callers that passed the token: the local limit applies.
+  tcp.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  CommonOptions(config, quota, tcp);
+  int tcp_port = 0;
+  tcp.AddListeningPort(config.listen, creds, &tcp_port);
+  // The services are stateless callback handlers over `env`: one instance serves both.
+  tcp.RegisterService(rendezvous_.get());
+  tcp.RegisterService(compiler_.get());
+  tcp.RegisterService(stats_.get());
+  tcp_server_ = tcp.BuildAndStart();
+  if (tcp_server_ == nullptr || tcp_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve: binding ", config.listen, " failed (in use? permissions?)"));
+  }
+  return tcp_port;
+}
+
+namespace {
+
+// How the daemon names itself to peers and in Stats: node@advertised address, node@host:port of
+// its TCP listener, or node@local.
+std::string DaemonName(const DaemonConfig& config, int tcp_port) {
+  if (!config.advertise_address.empty()) {
+    return absl::StrCat(config.node_name, "@", config.advertise_address);
+  }
+  if (tcp_port == 0) return absl::StrCat(config.node_name, "@local");
+  const std::string host = config.listen.substr(0, config.listen.rfind(':'));
+  const bool any = host == "0.0.0.0" || host == "[::]" || host.empty();
+  return absl::StrCat(config.node_name, "@", any ? config.node_name : host, ":", tcp_port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
+  std::unique_ptr<Daemon> daemon(new Daemon());
+  daemon->env_ = std::make_unique<ServiceEnv>(config);
+  daemon->CreateServices(config);
 
   // Process-wide switches; once, since an embedded client may start several daemons.
   static std::once_flag once;
@@ -72,69 +144,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   quota.SetMaxThreads(64 + 4 * config.compile_threads);
   quota.Resize(static_cast<size_t>(config.max_inflight_bytes));
 
-  // Two servers, because gRPC's message size limit is per server, not per port: the Unix socket
-  // and in-process channel serve local clients (max_message_bytes); TCP serves peer daemons and
-  // strangers (tcp_max_message_bytes on what it reads, and the token checked before reading).
-  grpc::ServerBuilder local;
-  local.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  local.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
-  CommonOptions(config, quota, local);
-  if (!config.unix_socket.empty()) {
-    std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(config.unix_socket).parent_path(),
-                                        ignored);
-    // Refuses a path a live daemon listens on; removes a stale socket left by one that died.
-    if (absl::Status claimed = ClaimUnixSocket(config.unix_socket); !claimed.ok()) {
-      return claimed;
-    }
-    local.AddListeningPort("unix:" + config.unix_socket, grpc::InsecureServerCredentials());
-  }
-  local.RegisterService(daemon->rendezvous_.get());
-  local.RegisterService(daemon->compiler_.get());
-  local.RegisterService(daemon->stats_.get());
-  daemon->server_ = local.BuildAndStart();
-  if (daemon->server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve: binding unix:", config.unix_socket, " failed (permissions?)"));
-  }
-  if (!config.unix_socket.empty()) {
-    daemon->socket_path_ = config.unix_socket;
-    daemon->socket_inode_ = SocketInode(config.unix_socket);
-  }
-
-  int tcp_port = 0;
-  if (!config.listen.empty()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-        TcpServerCredentials(config, &env->counters().rejected_calls);
-    if (!creds.ok()) return creds.status();
-    grpc::ServerBuilder tcp;
-    tcp.SetMaxReceiveMessageSize(static_cast<int>(config.tcp_max_message_bytes));
-    // Answers go to callers that passed the token: the local limit applies.
-    tcp.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
-    CommonOptions(config, quota, tcp);
-    tcp.AddListeningPort(config.listen, *creds, &tcp_port);
-    // The services are stateless callback handlers over `env`: one instance serves both.
-    tcp.RegisterService(daemon->rendezvous_.get());
-    tcp.RegisterService(daemon->compiler_.get());
-    tcp.RegisterService(daemon->stats_.get());
-    daemon->tcp_server_ = tcp.BuildAndStart();
-    if (daemon->tcp_server_ == nullptr || tcp_port == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot serve: binding ", config.listen,
-                                                 " failed (in use? permissions?)"));
-    }
-  }
+  RETURN_IF_ERROR(daemon->ServeLocally(config, quota));
+  ASSIGN_OR_RETURN(const int tcp_port, daemon->ServeTcp(config, quota));
   if (!config.unix_socket.empty()) chmod(config.unix_socket.c_str(), 0660);
-  env->set_tcp_port(tcp_port);
-  if (!config.advertise_address.empty()) {
-    env->set_daemon_name(absl::StrCat(config.node_name, "@", config.advertise_address));
-  } else if (tcp_port != 0) {
-    const std::string host = config.listen.substr(0, config.listen.rfind(':'));
-    const bool any = host == "0.0.0.0" || host == "[::]" || host.empty();
-    env->set_daemon_name(absl::StrCat(config.node_name, "@", any ? config.node_name : host, ":",
-                                      tcp_port));
-  } else {
-    env->set_daemon_name(absl::StrCat(config.node_name, "@local"));
-  }
+  daemon->env_->set_tcp_port(tcp_port);
+  daemon->env_->set_daemon_name(DaemonName(config, tcp_port));
   for (grpc::Server* server : daemon->servers()) {
     server->GetHealthCheckService()->SetServingStatus(true);
   }

@@ -49,6 +49,11 @@ class Daemon {
 
  private:
   Daemon() = default;
+  // Start's steps: the services over env_ (and the compile backend behind Compile), then the
+  // local server (Unix socket, in-process channel), then the TCP server; its bound port.
+  void CreateServices(const DaemonConfig& config);
+  absl::Status ServeLocally(const DaemonConfig& config, grpc::ResourceQuota& quota);
+  absl::StatusOr<int> ServeTcp(const DaemonConfig& config, grpc::ResourceQuota& quota);
 
   std::unique_ptr<ServiceEnv> env_;
   std::unique_ptr<RendezvousService> rendezvous_;
