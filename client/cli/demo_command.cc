@@ -119,6 +119,69 @@ int RunOnGpu(const Options& o, plan::DType dtype) {
   return kExitOk;
 }
 
+// Steps 1-5, on the CPU: the plan, its validation and simulation, its timeline, its lowering
+// against the kernel spec. kExitOk with *plan set, or the exit code after Fail said which step.
+int PlanSteps(const Options& o, const Workload& w, plan::Plan* plan_out) {
+  std::printf(
+      "== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
+      o.source.template_name.empty() ? o.source.file.c_str() : o.source.template_name.c_str(),
+      w.spec.name.c_str(), static_cast<long long>(o.workload.m),
+      static_cast<long long>(o.workload.n), static_cast<long long>(o.workload.k),
+      o.source.dtype.c_str(), o.source.world);
+  auto plan = PlanFromFlags(o.source, w.default_shape);
+  if (!plan.ok()) return Fail("building the plan", plan.status().message());
+  std::printf("  %s: %d transfers, hash %.16s\n", plan->name.c_str(), plan->NumTransfers(),
+              plan::PlanHash(*plan).c_str());
+
+  std::printf("== 2. validation\n");
+  if (absl::Status s = plan::ValidatePlan(*plan); !s.ok()) return Fail("validation", s.message());
+  std::printf("  OK: postcondition holds, no races, dependencies form a DAG\n");
+
+  std::printf("== 3. simulation (one thread per rank, random delays)\n");
+  plan::SimulationOptions sim;
+  auto report = plan::SimulatePlan(*plan, sim);
+  if (!report.ok()) return Fail("simulation", report.status().message());
+  std::printf("  %s\n", report->Summary().c_str());
+
+  if (!o.quiet_timeline) {
+    std::printf("== 4. timeline\n%s", plan::RenderTimeline(*plan).c_str());
+  }
+
+  std::printf("== 5. lowering against the kernel spec (%s)\n", w.kernel_name.c_str());
+  if (absl::Status s = jit::CheckSpecAgainstPlan(w.spec, *plan); !s.ok()) {
+    return Fail("spec check", s.message());
+  }
+  auto lowered = jit::Lower(*plan, w.spec);
+  if (!lowered.ok()) return Fail("lowering", lowered.status().message());
+  PrintLoweringSummary(*lowered);
+  *plan_out = *std::move(plan);
+  return kExitOk;
+}
+
+// Step 6: the fused and local kernels through NVRTC and the kernel cache, twice (the second
+// time from the cache). kExitOk, or the exit code after Fail said which kernel.
+int CompileSteps(const Options& o, const Workload& w, const plan::Plan& plan,
+                 cache::KernelCache* kernel_cache) {
+  std::printf("== 6. fused and local kernels through NVRTC (%s) and the kernel cache\n",
+              o.arch.c_str());
+  jit::BuildOptions build;
+  build.arch = o.arch;
+  build.cache = kernel_cache;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto fused = jit::BuildFusedKernel(plan, w.spec, w.kernel_source, build);
+    if (!fused.ok()) return Fail("compiling the fused kernel", fused.status().message());
+    auto local = jit::BuildLocalKernel(w.spec, w.kernel_source, build);
+    if (!local.ok()) return Fail("compiling the local kernel", local.status().message());
+    for (const auto* k : {&*fused, &*local}) {
+      std::printf("  %s %s: %zu-byte %s in %.1f ms (cache: %s)\n", k == &*fused ? "fused" : "local",
+                  k->generated.entry_symbol.c_str(), k->compiled->binary.size(),
+                  k->compiled->is_ptx ? "PTX" : "cubin", k->elapsed_ms,
+                  cache::SourceName(k->source));
+    }
+  }
+  return kExitOk;
+}
+
 int RunDemo(const std::vector<std::string>& args) {
   Options o;
   o.source.world = 4;
@@ -158,69 +221,20 @@ int RunDemo(const std::vector<std::string>& args) {
   auto gpu_step = workloads::DeferredChild::Fork([&] { return RunOnGpu(o, *dtype); });
   if (!gpu_step.ok()) return Fail("starting the GPU step's process", gpu_step.status().message());
 
-  std::printf(
-      "== 1. chunk plan: %s for %s (M=%lld N=%lld K=%lld, %s), %d ranks\n",
-      o.source.template_name.empty() ? o.source.file.c_str() : o.source.template_name.c_str(),
-      workload->spec.name.c_str(), static_cast<long long>(o.workload.m),
-      static_cast<long long>(o.workload.n), static_cast<long long>(o.workload.k),
-      o.source.dtype.c_str(), o.source.world);
-  auto plan = PlanFromFlags(o.source, workload->default_shape);
-  if (!plan.ok()) return Fail("building the plan", plan.status().message());
-  std::printf("  %s: %d transfers, hash %.16s\n", plan->name.c_str(), plan->NumTransfers(),
-              plan::PlanHash(*plan).c_str());
-
-  std::printf("== 2. validation\n");
-  if (absl::Status s = plan::ValidatePlan(*plan); !s.ok()) return Fail("validation", s.message());
-  std::printf("  OK: postcondition holds, no races, dependencies form a DAG\n");
-
-  std::printf("== 3. simulation (one thread per rank, random delays)\n");
-  plan::SimulationOptions sim;
-  auto report = plan::SimulatePlan(*plan, sim);
-  if (!report.ok()) return Fail("simulation", report.status().message());
-  std::printf("  %s\n", report->Summary().c_str());
-
-  if (!o.quiet_timeline) {
-    std::printf("== 4. timeline\n%s", plan::RenderTimeline(*plan).c_str());
-  }
-
-  std::printf("== 5. lowering against the kernel spec (%s)\n", workload->kernel_name.c_str());
-  if (absl::Status s = jit::CheckSpecAgainstPlan(workload->spec, *plan); !s.ok()) {
-    return Fail("spec check", s.message());
-  }
-  auto lowered = jit::Lower(*plan, workload->spec);
-  if (!lowered.ok()) return Fail("lowering", lowered.status().message());
-  PrintLoweringSummary(*lowered);
-
-  std::printf("== 6. fused and local kernels through NVRTC (%s) and the kernel cache\n",
-              o.arch.c_str());
+  plan::Plan plan;
+  if (int rc = PlanSteps(o, *workload, &plan); rc != kExitOk) return rc;
   cache::KernelCache::Options cache_options;
   cache_options.dir = o.cache_dir;
   auto kernel_cache = cache::KernelCache::Open(cache_options);
   if (!kernel_cache.ok()) return Fail("opening the kernel cache", kernel_cache.status().message());
-  jit::BuildOptions build;
-  build.arch = o.arch;
-  build.cache = kernel_cache->get();
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto fused = jit::BuildFusedKernel(*plan, workload->spec, workload->kernel_source, build);
-    if (!fused.ok()) return Fail("compiling the fused kernel", fused.status().message());
-    auto local = jit::BuildLocalKernel(workload->spec, workload->kernel_source, build);
-    if (!local.ok()) return Fail("compiling the local kernel", local.status().message());
-    std::printf("  fused %s: %zu-byte %s in %.1f ms (cache: %s)\n",
-                fused->generated.entry_symbol.c_str(), fused->compiled->binary.size(),
-                fused->compiled->is_ptx ? "PTX" : "cubin", fused->elapsed_ms,
-                cache::SourceName(fused->source));
-    std::printf("  local %s: %zu-byte %s in %.1f ms (cache: %s)\n",
-                local->generated.entry_symbol.c_str(), local->compiled->binary.size(),
-                local->compiled->is_ptx ? "PTX" : "cubin", local->elapsed_ms,
-                cache::SourceName(local->source));
-  }
+  if (int rc = CompileSteps(o, *workload, plan, kernel_cache->get()); rc != kExitOk) return rc;
 
   std::printf("== 7. the same through syncopated's services (embedded: no daemon to start)\n");
 #if SYNCOPATE_HAVE_DAEMON_STEP
   const std::string daemon_cache =
       (*kernel_cache)->disk() != nullptr ? (*kernel_cache)->disk()->dir() : "";
-  if (absl::Status s = RunThroughDaemon(*plan, workload->spec, workload->kernel_source, o.arch,
-                                        daemon_cache);
+  if (absl::Status s =
+          RunThroughDaemon(plan, workload->spec, workload->kernel_source, o.arch, daemon_cache);
       !s.ok()) {
     return Fail("the daemon step", s.message());
   }
