@@ -107,9 +107,7 @@ absl::Status CheckWhatTheCompileReads(const v1::KernelSource& kernel,
   const std::vector<std::string> options(kernel.options().begin(), kernel.options().end());
   nvrtc::IncludeRoots roots;
   for (const auto& [name, content] : jit::DeviceHeaders()) roots.in_memory.insert(name);
-  // The same folders NvrtcOptionsFor gives NVRTC.
-  const std::string dir = cuda_include_dir.empty() ? jit::CudaIncludeDir() : cuda_include_dir;
-  roots.dirs = {dir, dir + "/cccl"};
+  roots.dirs = jit::NvrtcIncludeDirs(cuda_include_dir);  // what every build gives NVRTC
   nvrtc::UntrustedCompile compile;
   compile.source = kernel.source();
   compile.headers = &headers;

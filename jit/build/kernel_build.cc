@@ -43,24 +43,27 @@ std::string CudaIncludeDir() {
 #endif
 }
 
+std::vector<std::string> NvrtcIncludeDirs(const std::string& cuda_include_dir) {
+  const std::string dir = cuda_include_dir.empty() ? CudaIncludeDir() : cuda_include_dir;
+  return {dir, dir + "/cccl"};
+}
+
+namespace {
+
+// What NVRTC is given for `generated` under `options` (no deadline: a build sets its own).
 nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
                                       const BuildOptions& options) {
   nvrtc::CompileOptions nvrtc_options;
   nvrtc_options.arch = options.arch;
   nvrtc_options.headers = options.extra_headers;
   for (const auto& [name, content] : generated.headers) nvrtc_options.headers[name] = content;
-  const std::string include_dir =
-      options.cuda_include_dir.empty() ? CudaIncludeDir() : options.cuda_include_dir;
-  // cuda_bf16.h and friends; cccl for <cuda/ptx>.
-  nvrtc_options.include_paths = {include_dir, include_dir + "/cccl"};
+  nvrtc_options.include_paths = NvrtcIncludeDirs(options.cuda_include_dir);
   nvrtc_options.extra_options = options.extra_options;
   nvrtc_options.program_name = options.program_name.empty()
                                    ? absl::StrCat(generated.entry_symbol, ".cu")
                                    : options.program_name;
   return nvrtc_options;
 }
-
-namespace {
 
 // The key of a compile of `generated` with `nvrtc_options` (NvrtcOptionsFor's answer).
 cache::CacheKeyParts KeyPartsOf(const GeneratedKernel& generated,

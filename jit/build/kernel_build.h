@@ -87,10 +87,13 @@ struct BuiltKernel {
 // symlinks resolved, so two spellings of one toolkit give one key.
 std::string CudaIncludeDir();
 
-// What NVRTC is given for `generated` under `options` (no deadline: a build sets its own), and
-// the cache key parts of that compile. Prepare derives both; exposed for the key tests.
-nvrtc::CompileOptions NvrtcOptionsFor(const GeneratedKernel& generated,
-                                      const BuildOptions& options);
+// The folders NVRTC searches for toolkit headers under `cuda_include_dir` ("": CudaIncludeDir()):
+// the folder itself (cuda_bf16.h and friends) and its cccl (<cuda/ptx>). Every build gets these,
+// and the daemon's compile policy allows exactly these.
+std::vector<std::string> NvrtcIncludeDirs(const std::string& cuda_include_dir);
+
+// The cache key parts of compiling `generated` under `options`; Prepare derives them (exposed
+// for the key tests).
 cache::CacheKeyParts CacheKeyPartsFor(const GeneratedKernel& generated, std::string_view plan_hash,
                                       const BuildOptions& options);
 

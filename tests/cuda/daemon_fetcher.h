@@ -14,25 +14,22 @@
 
 namespace syncopate::testing {
 
+// A fetcher that answers every query with `why`: the build then compiles itself and records it.
+inline jit::KernelFetcher FailingFetcher(absl::Status why) {
+  return [why = std::move(why)](const jit::FetchQuery&) -> absl::StatusOr<jit::FetchedKernel> {
+    return why;
+  };
+}
+
 inline auto DaemonFetcherAt(std::string socket) {
   return [socket = std::move(socket)](const plan::Plan& plan, const jit::KernelSpec& spec,
                                       std::string_view source,
                                       const std::vector<int>& nodes) -> jit::KernelFetcher {
     Result<Client> client = Client::Connect(socket);
-    if (!client.ok()) {
-      return [why = client.status().ToString()](
-                 const jit::FetchQuery&) -> absl::StatusOr<jit::FetchedKernel> {
-        return absl::UnavailableError(why);
-      };
-    }
+    if (!client.ok()) return FailingFetcher(absl::UnavailableError(client.status().ToString()));
     // The group's node map: a rank of a multi-node group needs the kernel for its map.
     absl::StatusOr<CompileRequest> base = CompileRequestFor(&plan, spec, source, nodes);
-    if (!base.ok()) {
-      return [why = base.status().ToString()](
-                 const jit::FetchQuery&) -> absl::StatusOr<jit::FetchedKernel> {
-        return absl::InternalError(why);
-      };
-    }
+    if (!base.ok()) return FailingFetcher(base.status());
     return DaemonKernelFetcher(*client, *std::move(base));
   };
 }
