@@ -6,6 +6,8 @@
   jit        jit/                                         no runtime/, gRPC, server, client
   runtime    runtime/cuda, runtime/ucx                    no gRPC, server, client, runtime/gemm
   gemm       runtime/gemm                                 no gRPC, server, client
+  ops        ops/ (above the runtime and the GEMM product)  no gRPC, server, client; nothing
+                                                          below it includes ops/
   client     client/ (the library, not client/cli)        of server/, only server/embedded.h
   server     server/                                      no client
 
@@ -31,19 +33,26 @@ def forbidden(path, inc):
     if path.startswith(PLAN_CORE):
         if CUDA.match(inc) or GRPC.match(inc):
             return "the plan core includes no CUDA or gRPC header"
-        if inner("jit/", "runtime/", "server/", "client/"):
+        if inner("jit/", "runtime/", "server/", "client/", "ops/"):
             return "the plan core includes nothing above it"
     elif path.startswith("jit/"):
-        if GRPC.match(inc) or inner("runtime/", "server/", "client/"):
+        if GRPC.match(inc) or inner("runtime/", "server/", "client/", "ops/"):
             return "jit sits below the CUDA runtime, the server and the client"
     elif path.startswith(("runtime/cuda/", "runtime/ucx/")):
         if GRPC.match(inc) or inner("server/", "client/"):
             return "the runtime sits below the server and the client"
         if inner("runtime/gemm/"):
             return "the CUDA runtime sits below the GEMM product"
+        if inner("ops/"):
+            return "the CUDA runtime sits below the ops"
     elif path.startswith("runtime/gemm/"):
         if GRPC.match(inc) or inner("server/", "client/"):
             return "the GEMM product sits below the server and the client"
+        if inner("ops/"):
+            return "the GEMM product sits below the ops"
+    elif path.startswith("ops/"):
+        if GRPC.match(inc) or inner("server/", "client/"):
+            return "the ops sit below the server and the client (they link neither)"
     elif path.startswith("client/") and not path.startswith("client/cli/"):
         if inc.startswith("server/") and inc != "server/embedded.h":
             return "the client library may include only server/embedded.h of the server"
@@ -55,7 +64,7 @@ def forbidden(path, inc):
 
 def check(root):
     found = []
-    for top in ("core", "runtime", "jit", "client", "server"):
+    for top in ("core", "runtime", "jit", "ops", "client", "server"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if not name.endswith(SOURCE_EXT):
@@ -78,10 +87,12 @@ def self_test():
         "runtime/cuda/e.cc": "server/daemon.h", "client/f.cc": "server/daemon.h",
         "server/g.cc": "client/include/syncopate/client.h",
         "runtime/cuda/h.cc": "runtime/gemm/gemm_kernels.h", "runtime/gemm/i.cc": "server/daemon.h",
+        "ops/j.cc": "grpcpp/grpcpp.h", "runtime/gemm/k.cc": "ops/core/op_kernels.h",
     }
     allowed = {"client/ok.cc": "server/embedded.h", "jit/ok.cc": "core/plan/plan.h",
                "client/cli/ok.cc": "server/daemon.h", "runtime/cuda/ok.cc": "jit/build/x.h",
-               "runtime/gemm/ok.cc": "runtime/cuda/kernel_loader.h"}
+               "runtime/gemm/ok.cc": "runtime/cuda/kernel_loader.h",
+               "ops/ok.cc": "runtime/cuda/overlap_runtime.h"}
     with tempfile.TemporaryDirectory() as root:
         for rel, inc in {**cases, **allowed}.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)

@@ -8,6 +8,7 @@
 # MPS runs with private pipe/log folders and is always stopped at the end (trap); no device
 # setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
 # protocol's tests); the full binary runs once, time-sliced (SKIP_FULL=1: not at all).
+# The ops' tests (ops_gpu_test) run in OPS_MODES (default ts:8 mps:8; SKIP_OPS=1: not at all).
 # SKIP_BENCH=1: tests only. The benches include syncopate_tp_bench under MPS (tp_mps).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,11 @@ protocol_tests=${TESTS:-'Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTile
 if [[ -z ${SKIP_FULL:-} ]]; then
   step cuda_unit_test "$bin/cuda_unit_test"
   step cuda_gpu_test "$bin/cuda_gpu_test"
+fi
+if [[ -z ${SKIP_OPS:-} ]]; then
+  for mode in ${OPS_MODES:-ts:8 mps:8}; do
+    step "ops_${mode/:/_}" in_mode "$mode" "$bin/ops_gpu_test"
+  done
 fi
 for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
   step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"

@@ -1,13 +1,7 @@
-// What each measured configuration compiles: the chunk plan of a problem's collective, the GEMM
-// kernel spec bound to it (runtime/gemm/gemm_kernels.h SelectGemm: gemm_wgmma.cuh on sm_90,
-// gemm_mma.cuh elsewhere or with --gemm mma) and the "communication only" variant:
-// the same plan and tile grid with a kernel whose tiles wait for their chunks and publish their
-// outgoing chunks without computing anything. That variant is T_comm: the plan's transfers run by
-// the runtime's own backends (copy engine or SM), protocol and waits included, no compute.
-//
-// GEMM+AllReduce has no spec factory in jit/compiler/kernel_spec.h; it reuses the ReduceScatter
-// GEMM spec with C bound to the AllReduce's in-place buffer "data" (templates.h conventions).
-// Pure C++ (plans and generated source only; no CUDA). Thread-compatible.
+// What each measured configuration compiles: ops/core/op_kernels.h's plans and specs (the
+// fused GEMM, and the "communication only" variant that is T_comm: the plan's transfers run by
+// the runtime's own backends, protocol and waits included, no compute) for the bench's flags
+// (--ag-plan / --rs-plan / --ar-plan, --gemm mma, a `syncopate tune` winner in --cache-dir).
 #pragma once
 
 #include <string>
@@ -17,18 +11,11 @@
 #include "bench/multigpu/tp_config.h"
 #include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
+#include "ops/core/op_kernels.h"
 
 namespace syncopate::tp_bench {
 
-struct ProblemKernels {
-  plan::Plan plan;
-  jit::KernelSpec gemm_spec;  // the fused GEMM (and, with the identity schedule, the local GEMM)
-  jit::KernelSpec comm_spec;  // same plan binding and tile grid, comm_only entry
-  // The plan buffer the GEMM output lives in for the check ("" for AllGather: C is local).
-  std::string result_buffer;
-  bool has_reductions = false;  // the copy-engine backend cannot run this plan
-  std::string gemm_source;      // jit::ExampleKernelSource name of the GEMM
-};
+using ProblemKernels = ops::OpKernels;
 
 // Template name for `workload` (flags' --ag-plan / --rs-plan / --ar-plan).
 std::string PlanTemplate(const BenchFlags& flags, Workload workload);

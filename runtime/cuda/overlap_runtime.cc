@@ -316,17 +316,21 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
   return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas)};
 }
 
+absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {
+  if (k.local_fn_ != nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(LoadedKernel local,
+                   CompileAndLoad(group_->context(), k.local_,
+                                  BuildOptionsFor(group_->context(), cache_, k.fetch_)));
+  k.local_module_ = std::move(local.module);
+  k.local_fn_ = local.function;
+  k.local_ctas_per_sm_ = local.ctas_per_sm;
+  return absl::OkStatus();
+}
+
 absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
-  if (k.local_fn_ == nullptr) {
-    ASSIGN_OR_RETURN(LoadedKernel local,
-                     CompileAndLoad(group_->context(), k.local_,
-                                    BuildOptionsFor(group_->context(), cache_, k.fetch_)));
-    k.local_module_ = std::move(local.module);
-    k.local_fn_ = local.function;
-    k.local_ctas_per_sm_ = local.ctas_per_sm;
-  }
+  RETURN_IF_ERROR(LoadLocal(k));
   KernelLaunch l;
   l.function = k.local_fn_;
   l.block[0] = static_cast<unsigned>(md.block_dim);

@@ -181,8 +181,10 @@ class OverlapRuntime {
   // Launch e = epoch()+1 of the fused kernel on `stream` (asynchronous).
   absl::Status Launch(BoundKernel& bound, CUstream stream, const LaunchOptions& options);
   // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
-  // on the first call.
+  // on the first call (or by LoadLocal).
   absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0);
+  // Compiles and loads the local variant now, so a later LaunchLocal does no one-time work.
+  absl::Status LoadLocal(const FusedKernel& kernel);
   // The grid a Launch with `options` runs: CTAs in all, of which comm CTAs (SM backend) come
   // first. For sizing LaunchOptions::cta_trace.
   struct Geometry {

@@ -1,0 +1,196 @@
+// The C ABI (syncopate/syncopate_ops.h) over syncopate::ops::Op. Each entry point converts the
+// caller's structs (checking struct_size first: a caller built against an older header passes
+// fewer bytes), calls the C++ API and records the message of a failure for
+// syncopate_last_error(). Nothing throws across the boundary.
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "syncopate/ops.h"
+#include "syncopate/syncopate_ops.h"
+
+struct syncopate_op {
+  std::unique_ptr<syncopate::ops::Op> op;
+};
+
+namespace {
+
+using syncopate::Result;
+using syncopate::Status;
+using syncopate::StatusCode;
+namespace ops = syncopate::ops;
+
+thread_local std::string last_error;
+
+int32_t Report(const Status& status) {
+  last_error = status.ok() ? "" : status.message();
+  return static_cast<int32_t>(status.code());
+}
+
+int32_t Invalid(const std::string& message) {
+  return Report(Status(StatusCode::kInvalidArgument, message));
+}
+
+// Runs `body` (returning a Status), turning any C++ exception into INTERNAL.
+template <class Body>
+int32_t Guarded(Body&& body) {
+  try {
+    return Report(body());
+  } catch (const std::exception& e) {
+    return Report(Status(StatusCode::kInternal, std::string("syncopate: exception: ") + e.what()));
+  } catch (...) {
+    return Report(Status(StatusCode::kInternal, "syncopate: unknown exception"));
+  }
+}
+
+Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
+  if (in == nullptr) return Status(StatusCode::kInvalidArgument, "group config is NULL");
+  if (in->struct_size < sizeof(syncopate_group_config)) {
+    return Status(StatusCode::kInvalidArgument, "group config struct_size " +
+                                                    std::to_string(in->struct_size) + " < " +
+                                                    std::to_string(sizeof(syncopate_group_config)) +
+                                                    " (set it to sizeof(syncopate_group_config))");
+  }
+  out.job = in->job != nullptr ? in->job : "";
+  out.rank = in->rank;
+  out.world = in->world;
+  out.device = in->device;
+  if (in->rendezvous_timeout_ms != 0) out.rendezvous_timeout_ms = in->rendezvous_timeout_ms;
+  return Status::Ok();
+}
+
+Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
+  if (in == nullptr) return Status(StatusCode::kInvalidArgument, "op config is NULL");
+  if (in->struct_size < sizeof(syncopate_op_config)) {
+    return Status(StatusCode::kInvalidArgument, "op config struct_size " +
+                                                    std::to_string(in->struct_size) + " < " +
+                                                    std::to_string(sizeof(syncopate_op_config)) +
+                                                    " (set it to sizeof(syncopate_op_config))");
+  }
+  if (in->num_buckets < 0 || in->num_buckets > SYNCOPATE_MAX_BUCKETS) {
+    return Status(StatusCode::kInvalidArgument,
+                  "op config num_buckets " + std::to_string(in->num_buckets) + " is not in 0.." +
+                      std::to_string(SYNCOPATE_MAX_BUCKETS));
+  }
+  // Enums are range-checked by CheckConfig, which names the field.
+  out.kind = static_cast<ops::OpKind>(in->kind);
+  out.max_m = in->max_m;
+  out.n = in->n;
+  out.k = in->k;
+  out.dtype = static_cast<ops::DType>(in->dtype);
+  out.backend = static_cast<ops::Backend>(in->backend);
+  out.path = static_cast<ops::PathPreference>(in->path);
+  out.m_buckets.assign(in->m_buckets, in->m_buckets + in->num_buckets);
+  out.chunks = in->chunks;
+  out.comm_ctas = in->comm_ctas;
+  if (in->timeout_ms != 0) out.timeout_ms = in->timeout_ms;
+  out.cache_dir = in->cache_dir != nullptr ? in->cache_dir : "";
+  return Status::Ok();
+}
+
+Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
+  if (!choice.ok()) return choice.status();
+  if (out->struct_size < sizeof(syncopate_path)) {
+    return Status(StatusCode::kInvalidArgument, "path struct_size " +
+                                                    std::to_string(out->struct_size) + " < " +
+                                                    std::to_string(sizeof(syncopate_path)));
+  }
+  out->m = choice->m;
+  out->bucket_m = choice->bucket_m;
+  out->fused = choice->fused ? 1 : 0;
+  out->backend = static_cast<int32_t>(choice->backend);
+  out->chunks = choice->chunks;
+  std::strncpy(out->reason, choice->reason.c_str(), sizeof(out->reason) - 1);
+  out->reason[sizeof(out->reason) - 1] = '\0';
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* syncopate_last_error(void) { return last_error.c_str(); }
+
+int32_t syncopate_abi_version(void) { return SYNCOPATE_ABI_VERSION; }
+
+const char* syncopate_status_name(int32_t status) {
+  return syncopate::StatusCodeName(static_cast<StatusCode>(status));
+}
+
+int32_t syncopate_check_config(const syncopate_group_config* group,
+                               const syncopate_op_config* config) {
+  return Guarded([&] {
+    ops::GroupConfig g;
+    ops::OpConfig c;
+    Status s = ToGroupConfig(group, g);
+    if (s.ok()) s = ToOpConfig(config, c);
+    return s.ok() ? ops::CheckConfig(g, c) : s;
+  });
+}
+
+int32_t syncopate_choose_path(const syncopate_op_config* config, int32_t world, int64_t m,
+                              syncopate_path* out) {
+  if (out == nullptr) return Invalid("path output is NULL");
+  return Guarded([&] {
+    ops::OpConfig c;
+    Status s = ToOpConfig(config, c);
+    if (!s.ok()) return s;
+    ops::GroupConfig g;
+    g.job = "check";
+    g.world = world;
+    s = ops::CheckConfig(g, c);
+    if (!s.ok()) return s;
+    return ToCPath(ops::ChoosePath(c, world, m), out);
+  });
+}
+
+int32_t syncopate_op_create(const syncopate_group_config* group, const syncopate_op_config* config,
+                            syncopate_op** out) {
+  if (out == nullptr) return Invalid("op output is NULL");
+  *out = nullptr;
+  return Guarded([&] {
+    ops::GroupConfig g;
+    ops::OpConfig c;
+    Status s = ToGroupConfig(group, g);
+    if (s.ok()) s = ToOpConfig(config, c);
+    if (!s.ok()) return s;
+    Result<std::unique_ptr<ops::Op>> op = ops::Op::Create(g, c);
+    if (!op.ok()) return op.status();
+    *out = new syncopate_op{std::move(*op)};
+    return Status::Ok();
+  });
+}
+
+int32_t syncopate_op_run(syncopate_op* op, int64_t m, uint64_t a, uint64_t b, uint64_t c,
+                         uint64_t a_gathered, void* stream) {
+  if (op == nullptr) return Invalid("op is NULL");
+  return Guarded([&] {
+    return op->op->Run({.m = m, .a = a, .b = b, .c = c, .a_gathered = a_gathered},
+                       static_cast<CUstream>(stream));
+  });
+}
+
+int32_t syncopate_op_synchronize(syncopate_op* op, void* stream) {
+  if (op == nullptr) return Invalid("op is NULL");
+  return Guarded([&] { return op->op->Synchronize(static_cast<CUstream>(stream)); });
+}
+
+int32_t syncopate_op_error(const syncopate_op* op) {
+  if (op == nullptr) return Invalid("op is NULL");
+  return Guarded([&] { return op->op->error(); });
+}
+
+int32_t syncopate_op_path(const syncopate_op* op, int64_t m, syncopate_path* out) {
+  if (op == nullptr) return Invalid("op is NULL");
+  if (out == nullptr) return Invalid("path output is NULL");
+  return Guarded([&] { return ToCPath(op->op->Path(m), out); });
+}
+
+uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m) {
+  return op == nullptr ? 0 : op->op->InputWorkspace(m);
+}
+
+void syncopate_op_destroy(syncopate_op* op) { delete op; }
+
+}  // extern "C"

@@ -1,0 +1,197 @@
+// Config checks, M buckets and the path heuristic of syncopate/ops.h: pure, so every rank
+// reaches the same answers and the CPU tests cover them.
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "syncopate/ops.h"
+
+namespace syncopate::ops {
+namespace {
+
+constexpr int kMaxWorld = 64;
+constexpr int kMaxChunks = 8;
+constexpr int64_t kMaxM = int64_t{1} << 24;
+constexpr int64_t kMaxDim = int64_t{1} << 20;
+// Default buckets stop at this many rows per rank, and are rounded to this many rows per rank
+// so every chunk count up to kMaxChunks splits them evenly.
+constexpr int64_t kMinDefaultBucketRowsPerRank = 256;
+constexpr int64_t kBucketRowQuantumPerRank = 64;
+// Rows per rank from which an AllGather+GEMM runs fused by default (the heuristic below).
+constexpr int64_t kFusedMinRowsPerRank = 1024;
+
+Status Invalid(std::string message) {
+  return Status(StatusCode::kInvalidArgument, std::move(message));
+}
+
+bool ValidJobName(const std::string& job) {
+  if (job.empty() || job.size() > 64) return false;
+  return std::all_of(job.begin(), job.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+}
+
+bool HasReductions(OpKind kind) { return kind != OpKind::kAllGatherMatmul; }
+
+int64_t RoundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllGatherMatmul:
+      return "all_gather_matmul";
+    case OpKind::kMatmulReduceScatter:
+      return "matmul_reduce_scatter";
+    case OpKind::kMatmulAllReduce:
+      return "matmul_all_reduce";
+  }
+  return "unknown";
+}
+
+const char* BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kCopyEngine:
+      return "ce";
+    case Backend::kSm:
+      return "sm";
+  }
+  return "unknown";
+}
+
+Status CheckConfig(const GroupConfig& group, const OpConfig& op) {
+  if (!ValidJobName(group.job)) {
+    return Invalid("group.job '" + group.job +
+                   "' must be 1-64 letters, digits, '-', '_' or '.' (it names the rendezvous)");
+  }
+  if (group.world < 1 || group.world > kMaxWorld) {
+    return Invalid("group.world " + std::to_string(group.world) + " is not in 1.." +
+                   std::to_string(kMaxWorld));
+  }
+  if (group.rank < 0 || group.rank >= group.world) {
+    return Invalid("group.rank " + std::to_string(group.rank) + " is not in 0.." +
+                   std::to_string(group.world - 1));
+  }
+  if (group.device < 0) return Invalid("group.device " + std::to_string(group.device) + " < 0");
+  if (group.rendezvous_timeout_ms <= 0) return Invalid("group.rendezvous_timeout_ms must be > 0");
+  const int kind = static_cast<int>(op.kind);
+  if (kind < 0 || kind > 2) return Invalid("op.kind " + std::to_string(kind) + " is unknown");
+  const int dtype = static_cast<int>(op.dtype);
+  if (dtype < 0 || dtype > 1) return Invalid("op.dtype " + std::to_string(dtype) + " is unknown");
+  const int backend = static_cast<int>(op.backend);
+  if (backend < 0 || backend > 2) {
+    return Invalid("op.backend " + std::to_string(backend) + " is unknown");
+  }
+  const int path = static_cast<int>(op.path);
+  if (path < 0 || path > 2) return Invalid("op.path " + std::to_string(path) + " is unknown");
+  if (op.max_m <= 0 || op.max_m > kMaxM || op.max_m % group.world != 0) {
+    return Invalid("op.max_m " + std::to_string(op.max_m) +
+                   " must be a positive multiple of the world size " + std::to_string(group.world) +
+                   " up to " + std::to_string(kMaxM));
+  }
+  if (op.n <= 0 || op.n > kMaxDim) return Invalid("op.n " + std::to_string(op.n) + " out of range");
+  if (op.k <= 0 || op.k > kMaxDim) return Invalid("op.k " + std::to_string(op.k) + " out of range");
+  if (op.chunks < 0 || op.chunks > kMaxChunks) {
+    return Invalid("op.chunks " + std::to_string(op.chunks) + " is not in 0.." +
+                   std::to_string(kMaxChunks));
+  }
+  if (op.comm_ctas < 0 || op.comm_ctas > 1024) {
+    return Invalid("op.comm_ctas " + std::to_string(op.comm_ctas) + " is not in 0..1024");
+  }
+  if (op.timeout_ms <= 0) return Invalid("op.timeout_ms must be > 0");
+  if (op.backend == Backend::kCopyEngine && HasReductions(op.kind)) {
+    return Invalid(std::string("op.backend ce cannot run ") + OpKindName(op.kind) +
+                   ": the copy engine moves chunks but does not add them (use sm or auto)");
+  }
+  for (int64_t bucket : op.m_buckets) {
+    if (bucket <= 0 || bucket > op.max_m || bucket % group.world != 0) {
+      return Invalid("op.m_buckets entry " + std::to_string(bucket) +
+                     " must be a positive multiple of the world size " +
+                     std::to_string(group.world) + " up to max_m " + std::to_string(op.max_m));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> BucketsFor(const OpConfig& op, int world) {
+  if (world < 1) return Invalid("world " + std::to_string(world) + " < 1");
+  std::vector<int64_t> buckets = op.m_buckets;
+  if (buckets.empty()) {
+    const int64_t quantum = kBucketRowQuantumPerRank * world;
+    for (int64_t b = op.max_m / 4; b >= kMinDefaultBucketRowsPerRank * world; b /= 4) {
+      buckets.push_back(std::min(op.max_m, RoundUp(b, quantum)));
+    }
+  }
+  buckets.push_back(op.max_m);
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  for (int64_t b : buckets) {
+    if (b <= 0 || b > op.max_m || b % world != 0) {
+      return Invalid("bucket " + std::to_string(b) +
+                     " is not a positive multiple of the world size " + std::to_string(world) +
+                     " up to max_m " + std::to_string(op.max_m));
+    }
+  }
+  return buckets;
+}
+
+// The heuristic, from what bench/RESULTS.md measured (2026-12-04/05, ranks as MPS clients of one
+// GPU, the stand-in for several GPUs):
+// - the SM backend, because the copy engine's side-stream copies stall with four concurrent
+//   ranks on one GPU (issue 16) while the SM backend passed every mode;
+// - GEMM+ReduceScatter / AllReduce unfused: the fused kernel reduces each chunk in one CTA and
+//   lost to the local GEMM followed by the transfers (70B TP=4 15.0 against 11.7 ms);
+// - AllGather+GEMM fused from kFusedMinRowsPerRank rows per rank, where its tiles' waits hide the
+//   gather on separate GPUs; below, launch and handshake costs dominate and unfused is cheaper.
+Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
+  if (world < 1) return Invalid("world " + std::to_string(world) + " < 1");
+  if (m <= 0 || m % world != 0) {
+    return Invalid("m " + std::to_string(m) + " is not a positive multiple of the world size " +
+                   std::to_string(world));
+  }
+  if (m > op.max_m) {
+    return Invalid("m " + std::to_string(m) + " exceeds the op's max_m " +
+                   std::to_string(op.max_m));
+  }
+  Result<std::vector<int64_t>> buckets = BucketsFor(op, world);
+  if (!buckets.ok()) return buckets.status();
+  PathChoice choice;
+  choice.m = m;
+  choice.bucket_m = *std::lower_bound(buckets->begin(), buckets->end(), m);
+  choice.backend = op.backend == Backend::kAuto ? Backend::kSm : op.backend;
+  const int64_t rows_per_rank = choice.bucket_m / world;
+  choice.chunks = op.chunks > 0 ? op.chunks : 1;
+  std::string why;
+  switch (op.path) {
+    case PathPreference::kFused:
+      choice.fused = true;
+      why = "fused: the config asks for it";
+      break;
+    case PathPreference::kUnfused:
+      choice.fused = false;
+      why = "unfused: the config asks for it";
+      break;
+    case PathPreference::kAuto:
+      if (HasReductions(op.kind)) {
+        choice.fused = false;
+        why = "unfused: fused reductions measured slower than the local GEMM then the transfers";
+      } else {
+        choice.fused = rows_per_rank >= kFusedMinRowsPerRank;
+        why = choice.fused ? "fused: " + std::to_string(rows_per_rank) +
+                                 " rows per rank >= " + std::to_string(kFusedMinRowsPerRank)
+                           : "unfused: " + std::to_string(rows_per_rank) + " rows per rank < " +
+                                 std::to_string(kFusedMinRowsPerRank);
+      }
+      break;
+  }
+  choice.reason = why + "; bucket M " + std::to_string(choice.bucket_m) + ", " +
+                  BackendName(choice.backend) + " backend, " + std::to_string(choice.chunks) +
+                  (choice.chunks == 1 ? " chunk" : " chunks") + " per shard";
+  return choice;
+}
+
+}  // namespace syncopate::ops

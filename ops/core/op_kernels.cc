@@ -1,0 +1,115 @@
+// Plans and kernel specs of the ops and the tp bench; see op_kernels.h.
+#include "ops/core/op_kernels.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/plan/templates.h"
+
+namespace syncopate::ops {
+namespace {
+
+// Same call as gemm_mma / gemm_wgmma (any int template arguments after T: tile sizes, stages);
+// every tile still waits for the chunks its A footprint reads (AllGather) and counts into the
+// chunks its C footprint writes (ReduceScatter / AllReduce), so the transfers, their order and
+// the protocol are exactly the fused kernel's.
+constexpr char kCommOnlySource[] = R"cuda(
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <syncopate/device.cuh>
+
+namespace syncopate_ops {
+
+template <class Schedule, class T, int... kTileArgs>
+__device__ void comm_only(Schedule& s, const T* __restrict__ A, const T* __restrict__ B,
+                          T* __restrict__ C, int M, int N, int K) {
+  for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
+    const syncopate::Tile t = s.tile(i);
+    if (!s.wait(t)) return;
+    s.done(t);
+  }
+}
+
+}  // namespace syncopate_ops
+)cuda";
+
+// GEMM+AllReduce has no spec factory of its own: the ReduceScatter GEMM spec with C bound to
+// the AllReduce's in-place buffer "data" (templates.h conventions).
+absl::Status RebindOutputToData(jit::KernelSpec& spec) {
+  spec.name += "_allreduce";
+  for (jit::KernelParam& param : spec.params) {
+    auto* op = std::get_if<jit::OperandSpec>(&param);
+    if (op != nullptr && op->name == "C") {
+      op->buffer = "data";
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("the ReduceScatter GEMM spec has no operand C");
+}
+
+}  // namespace
+
+std::string DefaultPlanTemplate(Collective collective) {
+  switch (collective) {
+    case Collective::kAllGather:
+      return "allgather.push";
+    case Collective::kReduceScatter:
+      return "reducescatter.direct";
+    case Collective::kAllReduce:
+      return "allreduce.rs_ag";
+  }
+  return "";
+}
+
+absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
+  plan::TemplateParams tp;
+  tp.world_size = r.world;
+  tp.dtype = r.dtype;
+  tp.axis = 0;  // shards are row slabs (tokens)
+  tp.chunks_per_shard = r.chunks;
+  OpKernels out;
+  const bool ag = r.collective == Collective::kAllGather;
+  gemm::GemmKernelChoice gemm = gemm::SelectGemm(
+      r.cc, ag ? gemm::GemmWorkload::kAllGather : gemm::GemmWorkload::kReduceScatter, r.m, r.n, r.k,
+      r.dtype, r.force_mma, r.tuned ? &*r.tuned : nullptr);
+  out.gemm_spec = std::move(gemm.spec);
+  out.gemm_source = gemm.source_name;
+  switch (r.collective) {
+    case Collective::kAllGather:
+      tp.shape = {r.m, r.k};
+      break;
+    case Collective::kReduceScatter:
+      tp.shape = {r.m, r.n};
+      out.result_buffer = "output";
+      break;
+    case Collective::kAllReduce:
+      tp.shape = {r.m, r.n};
+      RETURN_IF_ERROR(RebindOutputToData(out.gemm_spec));
+      out.result_buffer = "data";
+      break;
+  }
+  const std::string name =
+      r.plan_template.empty() ? DefaultPlanTemplate(r.collective) : r.plan_template;
+  auto built = plan::BuildTemplate(name, tp);
+  if (!built.ok()) {
+    return absl::Status(built.status().code(),
+                        absl::StrCat("plan ", name, " (", r.chunks,
+                                     " chunks per shard): ", built.status().message()));
+  }
+  out.plan = *std::move(built);
+  for (const plan::Transfer* t : out.plan.TransfersById()) {
+    if (t != nullptr && t->reduce != plan::ReduceOp::kNone) out.has_reductions = true;
+  }
+  out.comm_spec = out.gemm_spec;
+  out.comm_spec.name += "_comm_only";
+  out.comm_spec.entry = "syncopate_ops::comm_only";
+  // No shared memory: more of these tiny CTAs fit, and they only spin on flags.
+  out.comm_spec.dynamic_smem_bytes = 0;
+  RETURN_IF_ERROR(jit::ValidateKernelSpec(out.comm_spec));
+  RETURN_IF_ERROR(jit::CheckSpecAgainstPlan(out.gemm_spec, out.plan));
+  return out;
+}
+
+std::string_view CommOnlySource() { return kCommOnlySource; }
+
+}  // namespace syncopate::ops

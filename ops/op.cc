@@ -1,0 +1,358 @@
+// syncopate::ops::Op over the CUDA runtime (runtime/cuda/overlap_runtime.h): one fused or
+// unfused variant per M bucket, a symmetric workspace sized for max_m, and the copies that place
+// a run's rows where the bucket's plan wants them.
+//
+// Row layout. A bucket's plan splits its M rows into equal per-rank slabs of bucket_m / world
+// rows. A run at m < bucket_m keeps that layout: rank q's m / world rows go to the start of slab
+// q, the rest of the slab is padding (stale rows: every GEMM row depends only on its own A row,
+// so padding rows produce padding results and never touch a real row). Results are copied out of
+// the same slab positions.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/embedded_headers.h"
+#include "ops/core/op_kernels.h"
+#include "ops/status_convert.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/handles.h"
+#include "runtime/cuda/overlap_runtime.h"
+#include "runtime/gemm/gemm_kernels.h"
+#include "syncopate/ops.h"
+
+namespace syncopate::ops {
+namespace {
+
+constexpr int64_t kElementBytes = 2;  // bf16 and fp16
+// The ops' GEMMs need bf16 / fp16 mma (sm_80) at least.
+constexpr int kMinComputeCapability = 80;
+
+Collective CollectiveOf(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllGatherMatmul:
+      return Collective::kAllGather;
+    case OpKind::kMatmulReduceScatter:
+      return Collective::kReduceScatter;
+    case OpKind::kMatmulAllReduce:
+      return Collective::kAllReduce;
+  }
+  return Collective::kAllGather;
+}
+
+cuda::Backend RuntimeBackend(Backend backend) {
+  return backend == Backend::kCopyEngine ? cuda::Backend::kCopyEngine : cuda::Backend::kSm;
+}
+
+// Copies `slabs` blocks of `rows` rows each (`row_bytes` per row) between two row layouts whose
+// block q starts at row q * src_slab_rows and q * dst_slab_rows.
+absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_slab_rows,
+                       CUdeviceptr src, int64_t src_slab_rows, int slabs, int64_t rows,
+                       int64_t row_bytes, CUstream stream) {
+  if (dst_slab_rows == rows && src_slab_rows == rows) {
+    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dst, src, slabs * rows * row_bytes, stream));
+    return absl::OkStatus();
+  }
+  for (int q = 0; q < slabs; ++q) {
+    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dst + q * dst_slab_rows * row_bytes,
+                                         src + q * src_slab_rows * row_bytes, rows * row_bytes,
+                                         stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// One bucket: its path, its kernels and the bindings made so far (one per weight B seen).
+struct Variant {
+  PathChoice path;
+  OpKernels kernels;
+  std::unique_ptr<cuda::FusedKernel> gemm;
+  std::unique_ptr<cuda::FusedKernel> comm;  // the unfused path's transfers
+  struct Bound {
+    std::unique_ptr<cuda::BoundKernel> gemm;
+    std::unique_ptr<cuda::BoundKernel> comm;
+  };
+  std::map<CUdeviceptr, Bound> bindings;
+};
+
+struct Op::Impl {
+  GroupConfig group;
+  OpConfig config;
+  std::unique_ptr<cache::KernelCache> cache;
+  std::unique_ptr<cuda::OverlapRuntime> rt;
+  // The symmetric workspace (plan buffers) and private padded operands, sized for max_m.
+  cuda::SymmetricBuffer* data = nullptr;    // AllGather: A [m, k]; AllReduce: C [m, n]
+  cuda::SymmetricBuffer* input = nullptr;   // ReduceScatter: C partials [m, n]
+  cuda::SymmetricBuffer* output = nullptr;  // ReduceScatter: the reduced rows [m / world, n]
+  cuda::DeviceBuffer a_padded;              // ReduceScatter / AllReduce: A at a bucket's layout
+  cuda::DeviceBuffer c_padded;              // AllGather: C at a bucket's layout
+  std::vector<Variant> variants;            // ascending bucket_m
+  absl::Status sticky;
+
+  const cuda::DriverApi& api() const { return rt->api(); }
+  absl::Status AllocateWorkspace();
+  absl::Status BuildVariant(int64_t bucket_m, int cc);
+  Variant& VariantFor(int64_t bucket_m);
+  absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
+  absl::Status CheckRunArgs(const RunArgs& args) const;
+  absl::Status Run(const RunArgs& args, CUstream stream);
+  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream);
+  CUdeviceptr ShardAddress(int64_t bucket_m) const;
+};
+
+absl::Status Op::Impl::AllocateWorkspace() {
+  const int64_t m = config.max_m, n = config.n, k = config.k;
+  switch (config.kind) {
+    case OpKind::kAllGatherMatmul: {
+      ASSIGN_OR_RETURN(data, rt->AllocateSymmetric("data", m * k * kElementBytes));
+      ASSIGN_OR_RETURN(c_padded, cuda::DeviceBuffer::Allocate(api(), m * n * kElementBytes));
+      break;
+    }
+    case OpKind::kMatmulReduceScatter: {
+      ASSIGN_OR_RETURN(input, rt->AllocateSymmetric("input", m * n * kElementBytes));
+      ASSIGN_OR_RETURN(output,
+                       rt->AllocateSymmetric("output", m / group.world * n * kElementBytes));
+      ASSIGN_OR_RETURN(a_padded, cuda::DeviceBuffer::Allocate(api(), m * k * kElementBytes));
+      break;
+    }
+    case OpKind::kMatmulAllReduce: {
+      ASSIGN_OR_RETURN(data, rt->AllocateSymmetric("data", m * n * kElementBytes));
+      ASSIGN_OR_RETURN(a_padded, cuda::DeviceBuffer::Allocate(api(), m * k * kElementBytes));
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Op::Impl::BuildVariant(int64_t bucket_m, int cc) {
+  Variant v;
+  Result<PathChoice> path = ChoosePath(config, group.world, bucket_m);
+  if (!path.ok()) return ToAbsl(path.status());
+  v.path = *path;
+  OpKernelsRequest request;
+  request.collective = CollectiveOf(config.kind);
+  request.m = bucket_m;
+  request.n = config.n;
+  request.k = config.k;
+  request.world = group.world;
+  request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
+  request.chunks = v.path.chunks;
+  request.cc = cc;
+  if (!config.cache_dir.empty()) {
+    ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,
+                                                         config.k, request.dtype));
+  }
+  auto kernels = BuildOpKernels(request);
+  if (!kernels.ok()) {
+    return absl::Status(kernels.status().code(),
+                        absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
+  }
+  v.kernels = *std::move(kernels);
+  ASSIGN_OR_RETURN(std::string_view gemm_source, jit::ExampleKernelSource(v.kernels.gemm_source));
+  ASSIGN_OR_RETURN(v.gemm, rt->Compile(v.kernels.plan, v.kernels.gemm_spec, gemm_source));
+  if (!v.path.fused) {
+    ASSIGN_OR_RETURN(v.comm, rt->Compile(v.kernels.plan, v.kernels.comm_spec, CommOnlySource()));
+    RETURN_IF_ERROR(rt->LoadLocal(*v.gemm));
+  }
+  variants.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+Variant& Op::Impl::VariantFor(int64_t bucket_m) {
+  for (Variant& v : variants) {
+    if (v.path.bucket_m == bucket_m) return v;
+  }
+  return variants.back();  // unreachable: every bucket ChoosePath returns was built
+}
+
+CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
+  if (data == nullptr || config.kind != OpKind::kAllGatherMatmul) return 0;
+  return data->local() + group.rank * (bucket_m / group.world) * config.k * kElementBytes;
+}
+
+absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) {
+  auto it = v.bindings.find(b);
+  if (it != v.bindings.end()) return &it->second;
+  // A and C are always the workspace's: the caller's activations move between calls, weights
+  // do not.
+  std::map<std::string, CUdeviceptr> operands = {{"B", b}};
+  switch (config.kind) {
+    case OpKind::kAllGatherMatmul:
+      operands["A"] = data->local();
+      operands["C"] = c_padded.get();
+      break;
+    case OpKind::kMatmulReduceScatter:
+      operands["A"] = a_padded.get();
+      operands["C"] = input->local();
+      operands["output"] = output->local();
+      break;
+    case OpKind::kMatmulAllReduce:
+      operands["A"] = a_padded.get();
+      operands["C"] = data->local();
+      break;
+  }
+  Variant::Bound bound;
+  ASSIGN_OR_RETURN(bound.gemm, rt->Bind(*v.gemm, operands));
+  if (v.comm != nullptr) {
+    ASSIGN_OR_RETURN(bound.comm, rt->Bind(*v.comm, operands));
+  }
+  return &v.bindings.emplace(b, std::move(bound)).first->second;
+}
+
+absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
+  if (args.a == 0) return absl::InvalidArgumentError("run: a is null");
+  if (args.b == 0) return absl::InvalidArgumentError("run: b is null");
+  if (args.c == 0) return absl::InvalidArgumentError("run: c is null");
+  if (args.a_gathered != 0 && config.kind != OpKind::kAllGatherMatmul) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run: a_gathered is only for all_gather_matmul, this op is ", OpKindName(config.kind)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream) {
+  cuda::LaunchOptions options;
+  options.backend = RuntimeBackend(v.path.backend);
+  options.timeout = absl::Milliseconds(config.timeout_ms);
+  options.comm_ctas = config.comm_ctas;
+  if (v.path.fused) return rt->Launch(*bound.gemm, stream, options);
+  // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
+  if (config.kind == OpKind::kAllGatherMatmul) {
+    RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));
+    return rt->LaunchLocal(*bound.gemm, stream);
+  }
+  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream));
+  return rt->Launch(*bound.comm, stream, options);
+}
+
+absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
+  RETURN_IF_ERROR(CheckRunArgs(args));
+  Result<PathChoice> path = ChoosePath(config, group.world, args.m);
+  if (!path.ok()) return ToAbsl(path.status());
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return absl::FailedPreconditionError(
+        "run: the stream is capturing a CUDA graph; ops are not capturable yet (a launch's "
+        "epoch is a kernel argument, so a replay would repeat it)");
+  }
+  Variant& v = VariantFor(path->bucket_m);
+  const int world = group.world;
+  const int64_t rows = args.m / world;          // this run's rows per rank
+  const int64_t slab = path->bucket_m / world;  // the bucket's rows per rank
+  const int64_t a_row = config.k * kElementBytes, c_row = config.n * kElementBytes;
+  const cuda::DriverApi& api = this->api();
+  switch (config.kind) {
+    case OpKind::kAllGatherMatmul: {
+      const CUdeviceptr shard = ShardAddress(path->bucket_m);
+      if (args.a != shard) {
+        CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
+      }
+      ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
+      RETURN_IF_ERROR(Launch(v, *bound, stream));
+      RETURN_IF_ERROR(
+          CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
+      if (args.a_gathered != 0) {
+        RETURN_IF_ERROR(
+            CopySlabs(api, args.a_gathered, rows, data->local(), slab, world, rows, a_row, stream));
+      }
+      return absl::OkStatus();
+    }
+    case OpKind::kMatmulReduceScatter:
+    case OpKind::kMatmulAllReduce: {
+      RETURN_IF_ERROR(
+          CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
+      ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
+      RETURN_IF_ERROR(Launch(v, *bound, stream));
+      if (config.kind == OpKind::kMatmulReduceScatter) {
+        CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
+        return absl::OkStatus();
+      }
+      return CopySlabs(api, args.c, rows, data->local(), slab, world, rows, c_row, stream);
+    }
+  }
+  return absl::InternalError("run: unknown op kind");
+}
+
+Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig& config) {
+  Status checked = CheckConfig(group, config);
+  if (!checked.ok()) return checked;
+  Result<std::vector<int64_t>> buckets = BucketsFor(config, group.world);
+  if (!buckets.ok()) return buckets.status();
+  auto impl = std::make_unique<Impl>();
+  impl->group = group;
+  impl->config = config;
+  auto created = [&]() -> absl::Status {
+    if (absl::StatusOr<const cuda::DriverApi*> driver = cuda::Driver(); !driver.ok()) {
+      return absl::UnavailableError(absl::StrCat("no usable GPU: ", driver.status().message()));
+    }
+    cache::KernelCache::Options cache_options;
+    cache_options.dir = config.cache_dir;
+    cache_options.memory_only = config.cache_dir.empty();
+    ASSIGN_OR_RETURN(impl->cache, cache::KernelCache::Open(cache_options));
+    cuda::GroupOptions options;
+    options.group_id = group.job;
+    options.rank = group.rank;
+    options.world_size = group.world;
+    options.device_ordinal = group.device;
+    options.rendezvous_timeout = absl::Milliseconds(group.rendezvous_timeout_ms);
+    ASSIGN_OR_RETURN(impl->rt, cuda::OverlapRuntime::Join(options, impl->cache.get()));
+    const int cc = impl->rt->group().context().compute_capability();
+    if (cc < kMinComputeCapability) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPU ", group.device, " has compute capability ", cc / 10, ".", cc % 10,
+                       "; the ops need ", kMinComputeCapability / 10, ".0 or newer"));
+    }
+    RETURN_IF_ERROR(impl->AllocateWorkspace());
+    for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->BuildVariant(bucket, cc));
+    return absl::OkStatus();
+  }();
+  if (!created.ok()) {
+    return FromAbsl(absl::Status(
+        created.code(), absl::StrCat(OpKindName(config.kind), " op (rank ", group.rank, " of ",
+                                     group.world, ", job ", group.job, "): ", created.message())));
+  }
+  return std::unique_ptr<Op>(new Op(std::move(impl)));
+}
+
+Op::Op(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Op::~Op() = default;
+
+Status Op::Run(const RunArgs& args, CUstream stream) {
+  if (!impl_->sticky.ok()) return FromAbsl(impl_->sticky);
+  absl::Status status = impl_->Run(args, stream);
+  // Argument errors leave the op as it was; a failure after the first launch step may leave
+  // ranks at different epochs, so it sticks.
+  if (!status.ok() && !absl::IsInvalidArgument(status) && !absl::IsFailedPrecondition(status)) {
+    impl_->sticky = status;
+  }
+  return FromAbsl(status);
+}
+
+Status Op::Synchronize(CUstream stream) {
+  if (!impl_->sticky.ok()) return FromAbsl(impl_->sticky);
+  absl::Status status = impl_->rt->Sync(stream);
+  if (!status.ok()) impl_->sticky = status;
+  return FromAbsl(status);
+}
+
+Status Op::error() const { return FromAbsl(impl_->sticky); }
+
+Result<PathChoice> Op::Path(int64_t m) const { return ChoosePath(impl_->config, world(), m); }
+
+CUdeviceptr Op::InputWorkspace(int64_t m) const {
+  Result<PathChoice> path = Path(m);
+  return path.ok() ? impl_->ShardAddress(path->bucket_m) : 0;
+}
+
+const OpConfig& Op::config() const { return impl_->config; }
+int Op::rank() const { return impl_->group.rank; }
+int Op::world() const { return impl_->group.world; }
+
+}  // namespace syncopate::ops

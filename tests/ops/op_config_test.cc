@@ -1,0 +1,195 @@
+// The ops' pure parts (syncopate/ops.h: CheckConfig, BucketsFor, ChoosePath) and the plans and
+// specs an op compiles per bucket (ops/core/op_kernels.h). No GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "jit/compiler/kernel_spec.h"
+#include "ops/core/op_kernels.h"
+#include "syncopate/ops.h"
+
+namespace syncopate::ops {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+GroupConfig Group(int rank, int world) {
+  GroupConfig g;
+  g.job = "tp0";
+  g.rank = rank;
+  g.world = world;
+  return g;
+}
+
+OpConfig AllGather(int64_t max_m) {
+  OpConfig c;
+  c.kind = OpKind::kAllGatherMatmul;
+  c.max_m = max_m;
+  c.n = 1024;
+  c.k = 512;
+  return c;
+}
+
+void ExpectInvalidNaming(const Status& status, const std::string& field) {
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr(field));
+}
+
+TEST(CheckConfigTest, AcceptsAValidConfig) {
+  EXPECT_TRUE(CheckConfig(Group(1, 2), AllGather(8192)).ok());
+}
+
+TEST(CheckConfigTest, NamesTheGroupFieldAtFault) {
+  GroupConfig bad_job = Group(0, 2);
+  bad_job.job = "has space";
+  ExpectInvalidNaming(CheckConfig(bad_job, AllGather(8192)), "group.job");
+  ExpectInvalidNaming(CheckConfig(Group(0, 0), AllGather(8192)), "group.world");
+  ExpectInvalidNaming(CheckConfig(Group(2, 2), AllGather(8192)), "group.rank");
+  GroupConfig bad_device = Group(0, 2);
+  bad_device.device = -1;
+  ExpectInvalidNaming(CheckConfig(bad_device, AllGather(8192)), "group.device");
+}
+
+TEST(CheckConfigTest, NamesTheOpFieldAtFault) {
+  const GroupConfig g = Group(0, 4);
+  ExpectInvalidNaming(CheckConfig(g, AllGather(8190)), "op.max_m");  // not a multiple of 4
+  OpConfig c = AllGather(8192);
+  c.n = 0;
+  ExpectInvalidNaming(CheckConfig(g, c), "op.n");
+  c = AllGather(8192);
+  c.dtype = static_cast<DType>(7);
+  ExpectInvalidNaming(CheckConfig(g, c), "op.dtype");
+  c = AllGather(8192);
+  c.chunks = 9;
+  ExpectInvalidNaming(CheckConfig(g, c), "op.chunks");
+  c = AllGather(8192);
+  c.m_buckets = {4096, 1001};
+  ExpectInvalidNaming(CheckConfig(g, c), "op.m_buckets entry 1001");
+}
+
+TEST(CheckConfigTest, RefusesTheCopyEngineForReductions) {
+  OpConfig c = AllGather(8192);
+  c.kind = OpKind::kMatmulReduceScatter;
+  c.backend = Backend::kCopyEngine;
+  ExpectInvalidNaming(CheckConfig(Group(0, 2), c),
+                      "op.backend ce cannot run matmul_reduce_scatter");
+  c.kind = OpKind::kAllGatherMatmul;
+  EXPECT_TRUE(CheckConfig(Group(0, 2), c).ok());
+}
+
+TEST(BucketsTest, DefaultQuartersDownToTwoHundredFiftySixRowsPerRank) {
+  Result<std::vector<int64_t>> buckets = BucketsFor(AllGather(8192), 2);
+  ASSERT_TRUE(buckets.ok()) << buckets.status().ToString();
+  EXPECT_THAT(*buckets, ElementsAre(512, 2048, 8192));
+  // Rounded up to 64 rows per rank: 6000 / 4 = 1500 -> 1536 at world 2.
+  buckets = BucketsFor(AllGather(6000), 2);
+  ASSERT_TRUE(buckets.ok());
+  EXPECT_THAT(*buckets, ElementsAre(1536, 6000));
+}
+
+TEST(BucketsTest, GivenBucketsAreSortedWithMaxMAdded) {
+  OpConfig c = AllGather(8192);
+  c.m_buckets = {4096, 128, 4096};
+  Result<std::vector<int64_t>> buckets = BucketsFor(c, 2);
+  ASSERT_TRUE(buckets.ok());
+  EXPECT_THAT(*buckets, ElementsAre(128, 4096, 8192));
+}
+
+TEST(ChoosePathTest, TakesTheSmallestBucketAtOrAboveM) {
+  const OpConfig c = AllGather(8192);
+  Result<PathChoice> p = ChoosePath(c, 2, 2048);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bucket_m, 2048);
+  p = ChoosePath(c, 2, 2050);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bucket_m, 8192);
+  p = ChoosePath(c, 2, 2);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->bucket_m, 512);
+}
+
+TEST(ChoosePathTest, AllGatherFusesFromAThousandRowsPerRankAndSaysWhy) {
+  const OpConfig c = AllGather(8192);
+  Result<PathChoice> small = ChoosePath(c, 2, 1024);  // bucket 2048: 1024 rows per rank
+  Result<PathChoice> tiny = ChoosePath(c, 2, 512);    // bucket 512: 256 rows per rank
+  ASSERT_TRUE(small.ok() && tiny.ok());
+  EXPECT_TRUE(small->fused);
+  EXPECT_THAT(small->reason, HasSubstr("fused: 1024 rows per rank >= 1024"));
+  EXPECT_FALSE(tiny->fused);
+  EXPECT_THAT(tiny->reason, HasSubstr("unfused: 256 rows per rank"));
+  EXPECT_EQ(small->backend, Backend::kSm);
+}
+
+TEST(ChoosePathTest, ReductionsRunUnfusedUnlessAsked) {
+  OpConfig c = AllGather(8192);
+  c.kind = OpKind::kMatmulAllReduce;
+  Result<PathChoice> p = ChoosePath(c, 4, 8192);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fused);
+  c.path = PathPreference::kFused;
+  c.chunks = 2;
+  p = ChoosePath(c, 4, 8192);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->fused);
+  EXPECT_EQ(p->chunks, 2);
+  EXPECT_THAT(p->reason, HasSubstr("2 chunks per shard"));
+}
+
+TEST(ChoosePathTest, RejectsAnMThatNoRunCanTake) {
+  const OpConfig c = AllGather(8192);
+  for (int64_t m : {int64_t{0}, int64_t{-2}, int64_t{1023}, int64_t{8194}}) {
+    Result<PathChoice> p = ChoosePath(c, 2, m);
+    ASSERT_FALSE(p.ok()) << m;
+    ExpectInvalidNaming(p.status(), "m " + std::to_string(m));
+  }
+}
+
+TEST(ChoosePathTest, EveryRankReachesTheSameChoice) {
+  // Pure in (config, world, m): the rank does not enter it, which is what keeps ranks agreeing.
+  const OpConfig c = AllGather(8192);
+  for (int64_t m = 2; m <= 8192; m += 2 * 97) {
+    Result<PathChoice> a = ChoosePath(c, 2, m);
+    Result<PathChoice> b = ChoosePath(c, 2, m);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->bucket_m, b->bucket_m);
+    EXPECT_EQ(a->fused, b->fused);
+    EXPECT_GE(a->bucket_m, m);
+  }
+}
+
+TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
+  for (Collective collective :
+       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    OpKernelsRequest r;
+    r.collective = collective;
+    r.m = 2048;
+    r.n = 512;
+    r.k = 256;
+    r.world = 4;
+    r.chunks = 2;
+    absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(k->plan.world_size, 4);
+    EXPECT_EQ(k->has_reductions, collective != Collective::kAllGather);
+    EXPECT_EQ(k->comm_spec.entry, "syncopate_ops::comm_only");
+    EXPECT_EQ(k->result_buffer, collective == Collective::kAllGather   ? ""
+                                : collective == Collective::kAllReduce ? "data"
+                                                                       : "output");
+    EXPECT_TRUE(jit::CheckSpecAgainstPlan(k->gemm_spec, k->plan).ok());
+  }
+}
+
+TEST(OpKernelsTest, AnUnknownPlanTemplateIsNamed) {
+  OpKernelsRequest r;
+  r.m = 2048;
+  r.n = 512;
+  r.k = 256;
+  r.world = 2;
+  r.plan_template = "allgather.nope";
+  absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+  ASSERT_FALSE(k.ok());
+  EXPECT_THAT(std::string(k.status().message()), HasSubstr("allgather.nope"));
+}
+
+}  // namespace
+}  // namespace syncopate::ops
