@@ -108,6 +108,8 @@ Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
 
 }  // namespace
 
+// The C ABI's names (syncopate_ops.h), not the C++ style.
+// NOLINTBEGIN(readability-identifier-naming)
 extern "C" {
 
 const char* syncopate_last_error(void) { return last_error.c_str(); }
@@ -194,3 +196,4 @@ uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m) {
 void syncopate_op_destroy(syncopate_op* op) { delete op; }
 
 }  // extern "C"
+// NOLINTEND(readability-identifier-naming)

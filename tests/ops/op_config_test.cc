@@ -147,7 +147,7 @@ TEST(ChoosePathTest, RejectsAnMThatNoRunCanTake) {
 TEST(ChoosePathTest, EveryRankReachesTheSameChoice) {
   // Pure in (config, world, m): the rank does not enter it, which is what keeps ranks agreeing.
   const OpConfig c = AllGather(8192);
-  for (int64_t m = 2; m <= 8192; m += 2 * 97) {
+  for (int64_t m = 2; m <= 8192; m += 194) {
     Result<PathChoice> a = ChoosePath(c, 2, m);
     Result<PathChoice> b = ChoosePath(c, 2, m);
     ASSERT_TRUE(a.ok() && b.ok());

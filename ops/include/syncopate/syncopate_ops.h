@@ -88,6 +88,9 @@ typedef struct {
 
 typedef struct syncopate_op syncopate_op;
 
+/* C names (snake_case, syncopate_ prefix), not the C++ code's style. */
+/* NOLINTBEGIN(readability-identifier-naming) */
+
 /* The message of this thread's last failed call ("" after a success). Valid until the thread's
  * next call into the library. */
 const char* syncopate_last_error(void);
@@ -114,6 +117,7 @@ int32_t syncopate_op_error(const syncopate_op* op); /* the sticky error, or SYNC
 int32_t syncopate_op_path(const syncopate_op* op, int64_t m, syncopate_path* out);
 uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m);
 void syncopate_op_destroy(syncopate_op* op); /* NULL is fine */
+/* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus
 } /* extern "C" */
