@@ -6,13 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
-targets=(cuda_unit_test cuda_gpu_test ops_gpu_test gpu_overlap_bench staged_ucx_bench syncopated
+targets=(cuda_unit_test cuda_gpu_test ops_gpu_test ops_bench gpu_overlap_bench staged_ucx_bench syncopated
          control_plane_bench syncopate syncopate_tp_bench inter_node_bench)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
 ../shared/tools/device-bundle .device/bin "$build/tests/cuda/cuda_unit_test" \
-  "$build/tests/cuda/cuda_gpu_test" "$build/tests/ops/ops_gpu_test" \
+  "$build/tests/cuda/cuda_gpu_test" "$build/tests/ops/ops_gpu_test" "$build/bench/ops/ops_bench" \
   "$build/bench/cuda/gpu_overlap_bench" \
   "$build/bench/cuda/staged_ucx_bench" "$build/server/syncopated" \
   "$build/bench/server/control_plane_bench" "$build/client/cli/syncopate" \

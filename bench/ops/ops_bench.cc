@@ -1,0 +1,176 @@
+// The ops (syncopate/ops.h) as an engine calls them: ranks as forked processes on one GPU (run
+// it under MPS for concurrent ranks, ../shared/DEVICE.md), one op per run, and per M:
+//   - the GPU time of a run (events around --reps runs, inputs copied in and outputs out
+//     included, as the engine pays them), against cuBLAS's time for the same per-rank GEMM
+//     measured by the same rank in the same run;
+//   - the host time of one Run call (--calls calls issued back to back, averaged; the goal is
+//     10 us at M=128 with everything cached).
+// Rank 0 prints one row per M; each rank times its own runs on its own stream.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/flags.h"
+#include "core/base/status_macros.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/handles.h"
+#include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/gemm/cublas_lib.h"
+#include "syncopate/ops.h"
+
+namespace syncopate::ops {
+namespace {
+
+struct BenchConfig {
+  std::string kind = "ag";
+  int world = 2;
+  int64_t max_m = 8192, n = 7168, k = 4096;
+  std::vector<int64_t> ms = {8192, 2048, 128};
+  std::string path = "auto", backend = "auto";
+  int chunks = 0;
+  int reps = 20;
+  int calls = 200;
+  std::string cache_dir;
+};
+
+absl::Status FromOps(const Status& s) {
+  return s.ok() ? absl::OkStatus()
+                : absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());
+}
+
+OpConfig OpConfigFor(const BenchConfig& b) {
+  OpConfig c;
+  c.kind = b.kind == "ag"   ? OpKind::kAllGatherMatmul
+           : b.kind == "rs" ? OpKind::kMatmulReduceScatter
+                            : OpKind::kMatmulAllReduce;
+  c.max_m = b.max_m;
+  c.n = b.n;
+  c.k = b.k;
+  c.path = b.path == "fused"     ? PathPreference::kFused
+           : b.path == "unfused" ? PathPreference::kUnfused
+                                 : PathPreference::kAuto;
+  c.backend = b.backend == "ce"   ? Backend::kCopyEngine
+              : b.backend == "sm" ? Backend::kSm
+                                  : Backend::kAuto;
+  c.chunks = b.chunks;
+  c.timeout_ms = 20000;
+  c.cache_dir = b.cache_dir;
+  // Every M measured is a bucket of its own: the figures are the kernels', not padding's.
+  c.m_buckets = b.ms;
+  return c;
+}
+
+// Milliseconds per call of `body` over `reps` calls, by events on `stream`.
+template <class Body>
+absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int reps, Body body) {
+  ASSIGN_OR_RETURN(cuda::Event start, cuda::Event::Create(api, CU_EVENT_DEFAULT));
+  ASSIGN_OR_RETURN(cuda::Event stop, cuda::Event::Create(api, CU_EVENT_DEFAULT));
+  RETURN_IF_ERROR(start.Record(stream));
+  for (int i = 0; i < reps; ++i) RETURN_IF_ERROR(body());
+  RETURN_IF_ERROR(stop.Record(stream));
+  CU_RETURN_IF_ERROR(api.cuEventSynchronize(stop.get()));
+  ASSIGN_OR_RETURN(float ms, stop.ElapsedMsSince(start));
+  return ms / reps;
+}
+
+absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
+  const OpConfig config = OpConfigFor(b);
+  Result<std::unique_ptr<Op>> created =
+      Op::Create({.job = job, .rank = rank, .world = b.world}, config);
+  RETURN_IF_ERROR(FromOps(created.status()));
+  Op& op = **created;
+  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+  const int64_t max_m = b.max_m, n = b.n, k = b.k;
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, max_m * k * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer w, cuda::DeviceBuffer::Allocate(*api, n * k * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, max_m * n * 2));
+  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(a.get(), 0, a.size(), stream.get()));
+  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(w.get(), 0, w.size(), stream.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<gemm::CublasLib> cublas, gemm::CublasLib::Open(stream.get()));
+  const plan::DType dtype = plan::DType::kBF16;
+  if (rank == 0) {
+    std::printf("%s world %d, N=%lld K=%lld per rank, path %s, backend %s\n",
+                OpKindName(config.kind), b.world, static_cast<long long>(n),
+                static_cast<long long>(k), b.path.c_str(), b.backend.c_str());
+    std::printf("%-6s %-7s %-8s %-5s %10s %10s %10s %14s\n", "M", "bucket", "path", "chunks",
+                "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call");
+  }
+  for (int64_t m : b.ms) {
+    const RunArgs args{.m = m, .a = a.get(), .b = w.get(), .c = out.get()};
+    auto run = [&] { return FromOps(op.Run(args, stream.get())); };
+    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
+    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    ASSIGN_OR_RETURN(double run_ms, GpuMs(*api, stream.get(), b.reps, run));
+    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    // The per-rank GEMM: AllGather's is on the gathered M rows; the reductions' on M rows.
+    ASSIGN_OR_RETURN(double cublas_ms, GpuMs(*api, stream.get(), b.reps, [&] {
+                       return cublas->Gemm(a.get(), w.get(), out.get(), m, n, k, dtype,
+                                           /*out_f32=*/false, /*accumulate=*/false);
+                     }));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(run());
+    const auto t1 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / b.calls;
+    Result<PathChoice> path = op.Path(m);
+    RETURN_IF_ERROR(FromOps(path.status()));
+    if (rank == 0) {
+      std::printf("%-6lld %-7lld %-8s %-5d %10.3f %10.3f %10.3f %14.1f\n",
+                  static_cast<long long>(m), static_cast<long long>(path->bucket_m),
+                  path->fused ? "fused" : "unfused", path->chunks, run_ms, cublas_ms,
+                  run_ms / cublas_ms, host_us);
+      std::fflush(stdout);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Main(int argc, char** argv) {
+  BenchConfig b;
+  FlagSet flags("ops_bench",
+                "The ops as an engine calls them: run time against cuBLAS's per-rank GEMM and the "
+                "host time of a Run call;\nranks forked on one GPU (run under MPS for concurrent "
+                "ranks).");
+  flags.Choice("kind", &b.kind, {"ag", "rs", "ar"},
+               "all_gather_matmul, matmul_reduce_scatter, "
+               "matmul_all_reduce");
+  flags.Int("world", &b.world, "ranks", 1, 8);
+  flags.Int("max-m", &b.max_m, "the op's max_m", 1);
+  flags.Int("n", &b.n, "per-rank N", 1);
+  flags.Int("k", &b.k, "per-rank K", 1);
+  flags.IntList("m", &b.ms, "Ms to run (each also a bucket)", 1);
+  flags.Choice("path", &b.path, {"auto", "fused", "unfused"}, "path preference");
+  flags.Choice("backend", &b.backend, {"auto", "ce", "sm"}, "backend preference");
+  flags.Int("chunks", &b.chunks, "chunks per shard (0: the heuristic's)", 0, 8);
+  flags.Int("reps", &b.reps, "timed runs per M", 1);
+  flags.Int("calls", &b.calls, "Run calls timed on the host per M", 1);
+  flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
+  flags.ParseOrExit(argc, argv);
+  std::string why;
+  if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
+  const std::string job = workloads::UniqueGroupId("ops_bench");
+  std::vector<absl::Status> results = workloads::RunRanks(
+      b.world, absl::Minutes(9), [&](int rank) { return RunRank(b, job, rank); });
+  for (int r = 0; r < b.world; ++r) {
+    if (!results[r].ok())
+      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace syncopate::ops
+
+int main(int argc, char** argv) {
+  absl::Status s = syncopate::ops::Main(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ops_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
