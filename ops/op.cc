@@ -50,7 +50,8 @@ cuda::Backend RuntimeBackend(Backend backend) {
 }
 
 // Copies `slabs` blocks of `rows` rows each (`row_bytes` per row) between two row layouts whose
-// block q starts at row q * src_slab_rows and q * dst_slab_rows.
+// block q starts at row q * src_slab_rows and q * dst_slab_rows: one copy call (a 2D copy whose
+// "rows" are the blocks), or one per block where a pitch exceeds what a 2D copy takes.
 absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_slab_rows,
                        CUdeviceptr src, int64_t src_slab_rows, int slabs, int64_t rows,
                        int64_t row_bytes, CUstream stream) {
@@ -58,10 +59,24 @@ absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_
     CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dst, src, slabs * rows * row_bytes, stream));
     return absl::OkStatus();
   }
+  constexpr int64_t kMaxPitch = (int64_t{1} << 31) - 1;  // CU_DEVICE_ATTRIBUTE_MAX_PITCH's usual
+  const int64_t src_pitch = src_slab_rows * row_bytes, dst_pitch = dst_slab_rows * row_bytes;
+  if (src_pitch <= kMaxPitch && dst_pitch <= kMaxPitch) {
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = src;
+    copy.srcPitch = static_cast<size_t>(src_pitch);
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = dst;
+    copy.dstPitch = static_cast<size_t>(dst_pitch);
+    copy.WidthInBytes = static_cast<size_t>(rows * row_bytes);
+    copy.Height = static_cast<size_t>(slabs);
+    CU_RETURN_IF_ERROR(api.cuMemcpy2DAsync(&copy, stream));
+    return absl::OkStatus();
+  }
   for (int q = 0; q < slabs; ++q) {
-    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dst + q * dst_slab_rows * row_bytes,
-                                         src + q * src_slab_rows * row_bytes, rows * row_bytes,
-                                         stream));
+    CU_RETURN_IF_ERROR(
+        api.cuMemcpyAsync(dst + q * dst_pitch, src + q * src_pitch, rows * row_bytes, stream));
   }
   return absl::OkStatus();
 }
@@ -98,7 +113,7 @@ struct Op::Impl {
   const cuda::DriverApi& api() const { return rt->api(); }
   absl::Status AllocateWorkspace();
   absl::Status BuildVariant(int64_t bucket_m, int cc);
-  Variant& VariantFor(int64_t bucket_m);
+  absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
@@ -164,11 +179,16 @@ absl::Status Op::Impl::BuildVariant(int64_t bucket_m, int cc) {
   return absl::OkStatus();
 }
 
-Variant& Op::Impl::VariantFor(int64_t bucket_m) {
-  for (Variant& v : variants) {
-    if (v.path.bucket_m == bucket_m) return v;
+// The run-time twin of ChoosePath (whose bucket each variant was built for): a lookup without
+// the reason string, since it runs on every call.
+absl::StatusOr<Variant*> Op::Impl::VariantFor(int64_t m) {
+  if (m <= 0 || m % group.world != 0 || m > config.max_m) {
+    return ToAbsl(ChoosePath(config, group.world, m).status());  // names what is wrong with m
   }
-  return variants.back();  // unreachable: every bucket ChoosePath returns was built
+  auto it = std::lower_bound(variants.begin(), variants.end(), m,
+                             [](const Variant& v, int64_t x) { return v.path.bucket_m < x; });
+  if (it == variants.end()) return absl::InternalError(absl::StrCat("no bucket for m ", m));
+  return &*it;
 }
 
 CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
@@ -233,8 +253,8 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
 
 absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   RETURN_IF_ERROR(CheckRunArgs(args));
-  Result<PathChoice> path = ChoosePath(config, group.world, args.m);
-  if (!path.ok()) return ToAbsl(path.status());
+  ASSIGN_OR_RETURN(Variant * variant, VariantFor(args.m));
+  Variant& v = *variant;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -242,15 +262,14 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         "run: the stream is capturing a CUDA graph; ops are not capturable yet (a launch's "
         "epoch is a kernel argument, so a replay would repeat it)");
   }
-  Variant& v = VariantFor(path->bucket_m);
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
-  const int64_t slab = path->bucket_m / world;  // the bucket's rows per rank
+  const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank
   const int64_t a_row = config.k * kElementBytes, c_row = config.n * kElementBytes;
   const cuda::DriverApi& api = this->api();
   switch (config.kind) {
     case OpKind::kAllGatherMatmul: {
-      const CUdeviceptr shard = ShardAddress(path->bucket_m);
+      const CUdeviceptr shard = ShardAddress(v.path.bucket_m);
       if (args.a != shard) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
