@@ -136,21 +136,27 @@ absl::Status Upload(const cuda::DriverApi& api, CUdeviceptr dst, const std::vect
   return absl::OkStatus();
 }
 
+// Equality of every element; on a mismatch the message says which rows differ (first, last,
+// how many), which tells a missing chunk (whole row ranges) from a racing store (part of a tile).
 absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
-                         const std::vector<float>& expected, DType dtype, const std::string& what) {
+                         const std::vector<float>& expected, int64_t cols, DType dtype,
+                         const std::string& what) {
   std::vector<uint16_t> bits(expected.size());
   CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(bits.data(), src, bits.size() * 2));
-  int64_t wrong = 0, first = -1;
+  int64_t wrong = 0, first = -1, wrong_rows = 0, last_row = -1;
   for (size_t i = 0; i < bits.size(); ++i) {
-    if (FromBits(bits[i], dtype) != expected[i]) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++wrong;
-    }
+    if (FromBits(bits[i], dtype) == expected[i]) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    const int64_t row = static_cast<int64_t>(i) / cols;
+    if (row != last_row) ++wrong_rows, last_row = row;
+    ++wrong;
   }
   if (wrong == 0) return absl::OkStatus();
   return absl::InternalError(
-      absl::StrCat(what, ": ", wrong, " of ", bits.size(), " elements differ; first at ", first,
-                   ": got ", FromBits(bits[first], dtype), ", want ", expected[first]));
+      absl::StrCat(what, ": ", wrong, " of ", bits.size(), " elements differ, in ", wrong_rows,
+                   " of ", bits.size() / cols, " rows (", first / cols, " to ", last_row,
+                   "); first at row ", first / cols, " col ", first % cols, ": got ",
+                   FromBits(bits[first], dtype), ", want ", expected[first]));
 }
 
 // One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked.
@@ -202,15 +208,19 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
     Status ran = op.Run(args, stream.get());
     if (ran.ok()) ran = op.Synchronize(stream.get());
     if (!ran.ok()) return absl::Status(ToAbsl(ran).code(), absl::StrCat(what, ": ", ran.message()));
-    RETURN_IF_ERROR(
-        ExpectEqual(*api, out.get(), Expected(c, rank, m, kN, k, weight), c.dtype, what));
+    absl::Status gathered_ok = absl::OkStatus();
     if (gather) {
       std::vector<float> full;
       for (int q = 0; q < c.world; ++q) {
         const std::vector<float> shard = Matrix(SeedA(q), m / c.world, k);
         full.insert(full.end(), shard.begin(), shard.end());
       }
-      RETURN_IF_ERROR(ExpectEqual(*api, gathered.get(), full, c.dtype, what + " a_gathered"));
+      gathered_ok = ExpectEqual(*api, gathered.get(), full, k, c.dtype, what + " a_gathered");
+    }
+    absl::Status out_ok =
+        ExpectEqual(*api, out.get(), Expected(c, rank, m, kN, k, weight), kN, c.dtype, what);
+    if (!out_ok.ok() || !gathered_ok.ok()) {
+      return absl::InternalError(absl::StrCat(out_ok.message(), " | ", gathered_ok.message()));
     }
   }
   return absl::OkStatus();
