@@ -74,7 +74,7 @@ absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int re
   RETURN_IF_ERROR(stop.Record(stream));
   CU_RETURN_IF_ERROR(api.cuEventSynchronize(stop.get()));
   ASSIGN_OR_RETURN(float ms, stop.ElapsedMsSince(start));
-  return ms / reps;
+  return static_cast<double>(ms) / static_cast<double>(reps);
 }
 
 absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
