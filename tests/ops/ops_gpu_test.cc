@@ -128,11 +128,15 @@ std::vector<float> Expected(const Case& c, int rank, int64_t m, int64_t n, int64
   return out;
 }
 
+// Complete on return: cuMemcpyHtoD from pageable memory may return before its DMA lands, and the
+// op's stream (non-blocking) does not wait for the legacy stream, so a run could read a partly
+// written input.
 absl::Status Upload(const cuda::DriverApi& api, CUdeviceptr dst, const std::vector<float>& v,
                     DType dtype) {
   std::vector<uint16_t> bits(v.size());
   for (size_t i = 0; i < v.size(); ++i) bits[i] = ToBits(v[i], dtype);
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(dst, bits.data(), bits.size() * 2));
+  CU_RETURN_IF_ERROR(api.cuCtxSynchronize());
   return absl::OkStatus();
 }
 
