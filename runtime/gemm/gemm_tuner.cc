@@ -104,6 +104,235 @@ absl::Status CheckArguments(int cc, const GemmShape& s, plan::DType dtype, const
   return absl::OkStatus();
 }
 
+// One tuning, as passes over shared state: build the candidates, set up the inputs, check every
+// output against the first correct one, check that one against cuBLAS, time them all.
+class TuningRun {
+ public:
+  TuningRun(const cuda::Context& ctx, const GemmShape& shape, plan::DType dtype,
+            const TuneOptions& options)
+      : ctx_(ctx), api_(ctx.api()), shape_(shape), dtype_(dtype), options_(options) {}
+
+  TuneResult r;
+
+  // Generates and builds every candidate; one that cannot is rejected, not fatal.
+  absl::Status BuildCandidates(cache::KernelCache* cache) {
+    CU_RETURN_IF_ERROR(api_.cuDeviceGetAttribute(
+        &r.max_smem_bytes, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx_.device()));
+    const std::vector<WgmmaConfig> configs =
+        options_.candidates.empty() ? WgmmaCandidates(r.max_smem_bytes, options_.full_sweep)
+                                    : options_.candidates;
+    if (configs.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no wgmma configuration fits in ", r.max_smem_bytes, " bytes of shared memory"));
+    }
+    ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_wgmma.cuh"));
+    const jit::BuildOptions build = cuda::BuildOptionsFor(ctx_, cache);
+    built_.resize(configs.size());
+    for (size_t i = 0; i < configs.size(); ++i) {
+      TunedCandidate& t = r.candidates.emplace_back(TunedCandidate{configs[i]});
+      absl::StatusOr<jit::PreparedKernel> prepared = Prepare(configs[i], source, build);
+      if (prepared.ok()) {
+        built_[i].prepared = *std::move(prepared);
+      } else {
+        t.rejected = std::string(prepared.status().message());
+      }
+    }
+    CompileInParallel(build, built_);
+    for (size_t i = 0; i < built_.size(); ++i) {
+      if (!built_[i].prepared) continue;
+      absl::StatusOr<cuda::LoadedKernel> loaded =
+          cuda::CompileAndLoad(ctx_, *built_[i].prepared, build);
+      if (!loaded.ok()) {
+        r.candidates[i].rejected = absl::StrCat("does not build: ", loaded.status().message());
+        continue;
+      }
+      built_[i].loaded = *std::move(loaded);
+      // A persistent grid: every tile, or as many CTAs as are resident at once.
+      built_[i].grid = static_cast<unsigned>(
+          std::min<int64_t>(built_[i].prepared->generated.metadata.num_tiles,
+                            static_cast<int64_t>(built_[i].loaded.ctas_per_sm) * ctx_.sm_count()));
+    }
+    return absl::OkStatus();
+  }
+
+  // The same random inputs for everyone; one output buffer, poisoned before each check.
+  absl::Status SetUpInputs() {
+    const int64_t mk = shape_.m * shape_.k, nk = shape_.n * shape_.k, mn = shape_.m * shape_.n;
+    ASSIGN_OR_RETURN(stream_, cuda::Stream::Create(api_));
+    ASSIGN_OR_RETURN(tk_, workloads::TestKernels::Load(ctx_));
+    ASSIGN_OR_RETURN(a_, cuda::DeviceBuffer::Allocate(api_, mk * 2));
+    ASSIGN_OR_RETURN(b_, cuda::DeviceBuffer::Allocate(api_, nk * 2));
+    ASSIGN_OR_RETURN(c_, cuda::DeviceBuffer::Allocate(api_, mn * 2));
+    RETURN_IF_ERROR(tk_->Fill(a_.get(), mk, dtype_, options_.seed, stream_.get()));
+    RETURN_IF_ERROR(
+        tk_->Fill(b_.get(), nk, dtype_, options_.seed ^ 0x9e3779b97f4a7c15ull, stream_.get()));
+    // The local kernel's ABI: operands A, B, C in spec order; no peers, signals or chunks.
+    std::memset(&args_, 0, sizeof(args_));
+    args_.operands[0] = reinterpret_cast<void*>(a_.get());
+    args_.operands[1] = reinterpret_cast<void*>(b_.get());
+    args_.operands[2] = reinterpret_cast<void*>(c_.get());
+    args_.world_size = 1;
+    args_.epoch = 1;
+    return absl::OkStatus();
+  }
+
+  // Correctness: the first candidate with a finite output is the reference; any other output
+  // must equal it bit for bit (same k order per element, whatever the tile, depth or load path).
+  absl::Status CheckCandidates() {
+    for (size_t i = 0; i < built_.size(); ++i) {
+      TunedCandidate& t = r.candidates[i];
+      if (!t.rejected.empty()) continue;
+      // A fault here leaves the context unusable, so it ends the tuning, naming the candidate.
+      absl::StatusOr<std::vector<uint16_t>> ran = OutputOf(built_[i]);
+      if (!ran.ok()) {
+        return absl::Status(ran.status().code(), absl::StrCat(WgmmaConfigName(t.config),
+                                                              " failed: ", ran.status().message()));
+      }
+      t.rejected = Disagreement(static_cast<int>(i), *std::move(ran));
+    }
+    if (r.reference < 0) {
+      std::string why;
+      for (const TunedCandidate& t : r.candidates) {
+        absl::StrAppend(&why, "; ", WgmmaConfigName(t.config), ": ", t.rejected);
+      }
+      return absl::FailedPreconditionError(absl::StrCat("no candidate ran correctly", why));
+    }
+    return absl::OkStatus();
+  }
+
+  // cuBLAS: a sanity check of the reference and, timed alongside, the ratio the table keeps.
+  absl::Status CheckReferenceAgainstCublas() {
+    if (!options_.cublas) {
+      r.cublas_note = "cuBLAS not timed (disabled)";
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::unique_ptr<CublasLib>> loaded = CublasLib::Open(stream_.get());
+    if (!loaded.ok()) {
+      r.cublas_note = absl::StrCat("cuBLAS not timed: ", loaded.status().message());
+      return absl::OkStatus();
+    }
+    blas_ = *std::move(loaded);
+    const int64_t mn = shape_.m * shape_.n;
+    ASSIGN_OR_RETURN(c_blas_, cuda::DeviceBuffer::Allocate(api_, mn * 2));
+    RETURN_IF_ERROR(CublasGemm());
+    ASSIGN_OR_RETURN(std::vector<uint16_t> want,
+                     workloads::Download16(api_, c_blas_.get(), mn, stream_.get()));
+    r.cublas_rel_err = RelativeError(reference_, want, dtype_);
+    if (!(*r.cublas_rel_err <= kMaxCublasRelErr)) {
+      return absl::InternalError(
+          absl::StrCat(WgmmaConfigName(r.candidates[r.reference].config),
+                       " (the reference) disagrees with cuBLAS: relative error ", *r.cublas_rel_err,
+                       " > ", kMaxCublasRelErr));
+    }
+    return absl::OkStatus();
+  }
+
+  // Times every candidate that passed (and cuBLAS) in alternation and picks the winner.
+  absl::Status TimeCandidates() {
+    std::vector<int> timed;
+    std::vector<TimedRun> runs;
+    for (size_t i = 0; i < built_.size(); ++i) {
+      if (!r.candidates[i].rejected.empty()) continue;
+      timed.push_back(static_cast<int>(i));
+      runs.push_back([this, &k = built_[i]] { return Launch(k); });
+    }
+    if (blas_) runs.push_back([this] { return CublasGemm(); });
+    ASSIGN_OR_RETURN(
+        std::vector<double> ms,
+        MedianMsInterleaved(api_, stream_.get(), options_.warmup, options_.reps, runs));
+    std::vector<double> all_ms(r.candidates.size(), 0.0);
+    for (size_t j = 0; j < timed.size(); ++j) all_ms[timed[j]] = r.candidates[timed[j]].ms = ms[j];
+    int default_index = -1;
+    for (size_t i = 0; i < r.candidates.size(); ++i) {
+      if (r.candidates[i].config == WgmmaConfig{}) default_index = static_cast<int>(i);
+    }
+    r.winner = PickWinner(all_ms, default_index, options_.min_gain);
+    if (blas_) r.cublas_ms = ms.back();
+    return absl::OkStatus();
+  }
+
+ private:
+  // The candidate's prepared kernel, or why it has none.
+  absl::StatusOr<jit::PreparedKernel> Prepare(const WgmmaConfig& c, std::string_view source,
+                                              const jit::BuildOptions& build) const {
+    const int smem = jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages);
+    if (std::string problem = WgmmaConfigProblem(c); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("not a gemm_wgmma configuration: ", problem));
+    }
+    if (smem > r.max_smem_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "needs ", smem, " bytes of shared memory, the GPU allows ", r.max_smem_bytes));
+    }
+    const GemmKernelChoice choice = SelectGemm(ctx_.compute_capability(), GemmWorkload::kAllGather,
+                                               shape_.m, shape_.n, shape_.k, dtype_, false, &c);
+    absl::StatusOr<jit::PreparedKernel> prepared =
+        jit::PrepareLocalKernel(choice.spec, source, build);
+    if (!prepared.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("does not generate: ", prepared.status().message()));
+    }
+    return prepared;
+  }
+
+  absl::Status Launch(const Candidate& k) {
+    const jit::LaunchMetadata& md = k.prepared->generated.metadata;
+    void* params[] = {&args_};
+    CU_RETURN_IF_ERROR(api_.cuLaunchKernel(k.loaded.function, k.grid, 1, 1, md.block_dim, 1, 1,
+                                           md.dynamic_smem_bytes, stream_.get(), params, nullptr));
+    return absl::OkStatus();
+  }
+
+  absl::Status CublasGemm() {
+    return blas_->Gemm(a_.get(), b_.get(), c_blas_.get(), shape_.m, shape_.n, shape_.k, dtype_,
+                       /*out_f32=*/false, /*accumulate=*/false);
+  }
+
+  // One run into the poisoned output buffer, downloaded.
+  absl::StatusOr<std::vector<uint16_t>> OutputOf(const Candidate& k) {
+    const int64_t mn = shape_.m * shape_.n;
+    RETURN_IF_ERROR(tk_->Poison16(c_.get(), mn, stream_.get()));
+    RETURN_IF_ERROR(Launch(k));
+    return workloads::Download16(api_, c_.get(), mn, stream_.get());
+  }
+
+  // Why candidate `i`'s output is rejected ("" when it is not); the first finite output becomes
+  // the reference.
+  std::string Disagreement(int i, std::vector<uint16_t> out) {
+    const auto nonfinite =
+        std::find_if(out.begin(), out.end(), [&](uint16_t v) { return !Finite16(v, dtype_); });
+    if (nonfinite != out.end()) {
+      return absl::StrCat("output not finite at ", At(nonfinite - out.begin(), shape_.n),
+                          " (left unwritten, or overflowed)");
+    }
+    if (r.reference < 0) {
+      r.reference = i;
+      reference_ = std::move(out);
+      return "";
+    }
+    int64_t differ = 0, first = -1;
+    for (size_t e = 0; e < out.size(); ++e) {
+      if (out[e] == reference_[e]) continue;
+      if (differ++ == 0) first = static_cast<int64_t>(e);
+    }
+    if (differ == 0) return "";
+    return absl::StrCat("output differs from ", WgmmaConfigName(r.candidates[r.reference].config),
+                        "'s in ", differ, " elements, first at ", At(first, shape_.n));
+  }
+
+  const cuda::Context& ctx_;
+  const cuda::DriverApi& api_;
+  const GemmShape shape_;
+  const plan::DType dtype_;
+  const TuneOptions& options_;
+  std::vector<Candidate> built_;
+  cuda::Stream stream_;
+  std::optional<workloads::TestKernels> tk_;
+  cuda::DeviceBuffer a_, b_, c_, c_blas_;
+  FusedLaunchArgs args_{};
+  std::vector<uint16_t> reference_;
+  std::unique_ptr<CublasLib> blas_;
+};
+
 }  // namespace
 
 int PickWinner(const std::vector<double>& ms, int default_index, double min_gain) {
@@ -154,192 +383,21 @@ absl::StatusOr<TuneResult> TuneGemm(const cuda::Context& ctx, cache::KernelCache
     ASSIGN_OR_RETURN(cache_dir, cache::DefaultCacheDir());
   }
   RETURN_IF_ERROR(ctx.MakeCurrent());
-  const cuda::DriverApi& api = ctx.api();
-  TuneResult r;
-  r.key = WgmmaTuningKey(cc, shape.m, shape.n, shape.k, dtype);
-  CU_RETURN_IF_ERROR(api.cuDeviceGetAttribute(
-      &r.max_smem_bytes, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx.device()));
-  const std::vector<WgmmaConfig> configs =
-      options.candidates.empty() ? WgmmaCandidates(r.max_smem_bytes, options.full_sweep)
-                                 : options.candidates;
-  if (configs.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("no wgmma configuration fits in ",
-                                                      r.max_smem_bytes, " bytes of shared memory"));
-  }
-
-  // Generate and build every candidate; one that cannot is rejected, not fatal.
-  ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource("gemm_wgmma.cuh"));
-  const jit::BuildOptions build = cuda::BuildOptionsFor(ctx, cache);
-  std::vector<Candidate> built(configs.size());
-  for (size_t i = 0; i < configs.size(); ++i) {
-    const WgmmaConfig& c = configs[i];
-    TunedCandidate& t = r.candidates.emplace_back(TunedCandidate{c});
-    const int smem = jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages);
-    if (std::string problem = WgmmaConfigProblem(c); !problem.empty()) {
-      t.rejected = absl::StrCat("not a gemm_wgmma configuration: ", problem);
-    } else if (smem > r.max_smem_bytes) {
-      t.rejected = absl::StrCat("needs ", smem, " bytes of shared memory, the GPU allows ",
-                                r.max_smem_bytes);
-    } else {
-      const GemmKernelChoice choice =
-          SelectGemm(cc, GemmWorkload::kAllGather, shape.m, shape.n, shape.k, dtype, false, &c);
-      absl::StatusOr<jit::PreparedKernel> prepared =
-          jit::PrepareLocalKernel(choice.spec, source, build);
-      if (prepared.ok()) {
-        built[i].prepared = *std::move(prepared);
-      } else {
-        t.rejected = absl::StrCat("does not generate: ", prepared.status().message());
-      }
-    }
-  }
-  CompileInParallel(build, built);
-  for (size_t i = 0; i < built.size(); ++i) {
-    if (!built[i].prepared) continue;
-    absl::StatusOr<cuda::LoadedKernel> loaded =
-        cuda::CompileAndLoad(ctx, *built[i].prepared, build);
-    if (!loaded.ok()) {
-      r.candidates[i].rejected = absl::StrCat("does not build: ", loaded.status().message());
-      continue;
-    }
-    built[i].loaded = *std::move(loaded);
-    // A persistent grid: every tile, or as many CTAs as are resident at once.
-    built[i].grid = static_cast<unsigned>(
-        std::min<int64_t>(built[i].prepared->generated.metadata.num_tiles,
-                          static_cast<int64_t>(built[i].loaded.ctas_per_sm) * ctx.sm_count()));
-  }
-
-  // The same random inputs for everyone; one output buffer, poisoned before each check.
-  const int64_t mk = shape.m * shape.k, nk = shape.n * shape.k, mn = shape.m * shape.n;
-  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(api));
-  const CUstream s = stream.get();
-  ASSIGN_OR_RETURN(workloads::TestKernels tk, workloads::TestKernels::Load(ctx));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(api, mk * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(api, nk * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer c, cuda::DeviceBuffer::Allocate(api, mn * 2));
-  RETURN_IF_ERROR(tk.Fill(a.get(), mk, dtype, options.seed, s));
-  RETURN_IF_ERROR(tk.Fill(b.get(), nk, dtype, options.seed ^ 0x9e3779b97f4a7c15ull, s));
-  // The local kernel's ABI: operands A, B, C in spec order; no peers, signals or chunks.
-  FusedLaunchArgs args;
-  std::memset(&args, 0, sizeof(args));
-  args.operands[0] = reinterpret_cast<void*>(a.get());
-  args.operands[1] = reinterpret_cast<void*>(b.get());
-  args.operands[2] = reinterpret_cast<void*>(c.get());
-  args.world_size = 1;
-  args.epoch = 1;
-  auto launch = [&](const Candidate& k) -> absl::Status {
-    const jit::LaunchMetadata& md = k.prepared->generated.metadata;
-    void* params[] = {&args};
-    CU_RETURN_IF_ERROR(api.cuLaunchKernel(k.loaded.function, k.grid, 1, 1, md.block_dim, 1, 1,
-                                          md.dynamic_smem_bytes, s, params, nullptr));
-    return absl::OkStatus();
-  };
-
-  // One run into the poisoned output buffer, downloaded.
-  auto output_of = [&](const Candidate& k) -> absl::StatusOr<std::vector<uint16_t>> {
-    RETURN_IF_ERROR(tk.Poison16(c.get(), mn, s));
-    RETURN_IF_ERROR(launch(k));
-    return workloads::Download16(api, c.get(), mn, s);
-  };
-
-  // Correctness: the first candidate with a finite output is the reference; any other output
-  // must equal it bit for bit (same k order per element, whatever the tile, depth or load path).
-  std::vector<uint16_t> reference;
-  for (size_t i = 0; i < built.size(); ++i) {
-    TunedCandidate& t = r.candidates[i];
-    if (!t.rejected.empty()) continue;
-    // A fault here leaves the context unusable, so it ends the tuning, naming the candidate.
-    absl::StatusOr<std::vector<uint16_t>> ran = output_of(built[i]);
-    if (!ran.ok()) {
-      return absl::Status(ran.status().code(), absl::StrCat(WgmmaConfigName(t.config),
-                                                            " failed: ", ran.status().message()));
-    }
-    std::vector<uint16_t> out = *std::move(ran);
-    const auto nonfinite =
-        std::find_if(out.begin(), out.end(), [&](uint16_t v) { return !Finite16(v, dtype); });
-    if (nonfinite != out.end()) {
-      t.rejected = absl::StrCat("output not finite at ", At(nonfinite - out.begin(), shape.n),
-                                " (left unwritten, or overflowed)");
-      continue;
-    }
-    if (r.reference < 0) {
-      r.reference = static_cast<int>(i);
-      reference = std::move(out);
-      continue;
-    }
-    int64_t differ = 0, first = -1;
-    for (int64_t e = 0; e < mn; ++e) {
-      if (out[e] == reference[e]) continue;
-      if (differ++ == 0) first = e;
-    }
-    if (differ > 0) {
-      t.rejected =
-          absl::StrCat("output differs from ", WgmmaConfigName(r.candidates[r.reference].config),
-                       "'s in ", differ, " elements, first at ", At(first, shape.n));
-    }
-  }
-  if (r.reference < 0) {
-    std::string why;
-    for (const TunedCandidate& t : r.candidates) {
-      absl::StrAppend(&why, "; ", WgmmaConfigName(t.config), ": ", t.rejected);
-    }
-    return absl::FailedPreconditionError(absl::StrCat("no candidate ran correctly", why));
-  }
-
-  // cuBLAS: a sanity check of the reference and, timed alongside, the ratio the table keeps.
-  std::unique_ptr<CublasLib> blas;
-  cuda::DeviceBuffer c_blas;
-  if (!options.cublas) {
-    r.cublas_note = "cuBLAS not timed (disabled)";
-  } else if (absl::StatusOr<std::unique_ptr<CublasLib>> loaded = CublasLib::Open(s); !loaded.ok()) {
-    r.cublas_note = absl::StrCat("cuBLAS not timed: ", loaded.status().message());
-  } else {
-    blas = *std::move(loaded);
-    ASSIGN_OR_RETURN(c_blas, cuda::DeviceBuffer::Allocate(api, mn * 2));
-    RETURN_IF_ERROR(blas->Gemm(a.get(), b.get(), c_blas.get(), shape.m, shape.n, shape.k, dtype,
-                               /*out_f32=*/false, /*accumulate=*/false));
-    ASSIGN_OR_RETURN(std::vector<uint16_t> want, workloads::Download16(api, c_blas.get(), mn, s));
-    r.cublas_rel_err = RelativeError(reference, want, dtype);
-    if (!(*r.cublas_rel_err <= kMaxCublasRelErr)) {
-      return absl::InternalError(
-          absl::StrCat(WgmmaConfigName(r.candidates[r.reference].config),
-                       " (the reference) disagrees with cuBLAS: relative error ", *r.cublas_rel_err,
-                       " > ", kMaxCublasRelErr));
-    }
-  }
-
-  // Time every candidate that passed (and cuBLAS) in alternation.
-  std::vector<int> timed;
-  std::vector<TimedRun> runs;
-  for (size_t i = 0; i < built.size(); ++i) {
-    if (!r.candidates[i].rejected.empty()) continue;
-    timed.push_back(static_cast<int>(i));
-    runs.push_back([&launch, &k = built[i]] { return launch(k); });
-  }
-  if (blas) {
-    runs.push_back([&] {
-      return blas->Gemm(a.get(), b.get(), c_blas.get(), shape.m, shape.n, shape.k, dtype, false,
-                        false);
-    });
-  }
-  ASSIGN_OR_RETURN(std::vector<double> ms,
-                   MedianMsInterleaved(api, s, options.warmup, options.reps, runs));
-  std::vector<double> all_ms(r.candidates.size(), 0.0);
-  for (size_t j = 0; j < timed.size(); ++j) all_ms[timed[j]] = r.candidates[timed[j]].ms = ms[j];
-  int default_index = -1;
-  for (size_t i = 0; i < r.candidates.size(); ++i) {
-    if (r.candidates[i].config == WgmmaConfig{}) default_index = static_cast<int>(i);
-  }
-  r.winner = PickWinner(all_ms, default_index, options.min_gain);
-  if (blas) r.cublas_ms = ms.back();
-
-  const TunedCandidate& w = r.candidates[r.winner];
+  TuningRun run(ctx, shape, dtype, options);
+  run.r.key = WgmmaTuningKey(cc, shape.m, shape.n, shape.k, dtype);
+  RETURN_IF_ERROR(run.BuildCandidates(cache));
+  RETURN_IF_ERROR(run.SetUpInputs());
+  RETURN_IF_ERROR(run.CheckCandidates());
+  RETURN_IF_ERROR(run.CheckReferenceAgainstCublas());
+  RETURN_IF_ERROR(run.TimeCandidates());
+  const TunedCandidate& w = run.r.candidates[run.r.winner];
   tune::TunedGemm tuned{w.config.tile_n, w.config.stages, w.config.cp_async ? "cpasync" : "tma",
                         w.ms, std::nullopt};
-  if (r.cublas_ms) tuned.vs_cublas = *r.cublas_ms / w.ms;
+  if (run.r.cublas_ms) tuned.vs_cublas = *run.r.cublas_ms / w.ms;
   const tune::TuningTable table(cache_dir);
-  RETURN_IF_ERROR(table.Store(r.key, tuned));
-  r.stored_at = table.PathFor(r.key);
-  return r;
+  RETURN_IF_ERROR(table.Store(run.r.key, tuned));
+  run.r.stored_at = table.PathFor(run.r.key);
+  return std::move(run.r);
 }
 
 }  // namespace syncopate::gemm
