@@ -214,6 +214,8 @@ class Group {
   absl::Status EnsureSideStreams(int n);
   // A copy step's contiguous copies on side stream `s`: one cuMemcpyBatchAsync preferring the
   // copy engines when `batch` (and the driver has it), else one cuMemcpyAsync each.
+  absl::Status IssueCopyProgram(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
+                                const LaunchSettings& timeouts);
   absl::Status IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
