@@ -1,0 +1,130 @@
+// The C ABI (syncopate/syncopate_ops.h) through libsyncopate.so as a C caller sees it: struct
+// sizes checked, NULLs refused with a message, the pure functions, the thread's last error, and
+// creation without a GPU (UNAVAILABLE, *out left NULL). No GPU needed; on a GPU machine the
+// creation case is skipped.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "runtime/cuda/workloads/multiprocess.h"
+#include "syncopate/syncopate_ops.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+syncopate_group_config Group(int rank, int world) {
+  syncopate_group_config g;
+  std::memset(&g, 0, sizeof(g));
+  g.struct_size = sizeof(g);
+  g.job = "c_api_test";
+  g.rank = rank;
+  g.world = world;
+  return g;
+}
+
+syncopate_op_config AllGather() {
+  syncopate_op_config c;
+  std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  c.kind = SYNCOPATE_ALL_GATHER_MATMUL;
+  c.max_m = 8192;
+  c.n = 1024;
+  c.k = 512;
+  return c;
+}
+
+syncopate_path Path() {
+  syncopate_path p;
+  std::memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(p);
+  return p;
+}
+
+TEST(CApiTest, VersionAndStatusNames) {
+  EXPECT_EQ(syncopate_abi_version(), SYNCOPATE_ABI_VERSION);
+  EXPECT_STREQ(syncopate_status_name(SYNCOPATE_INVALID_ARGUMENT), "INVALID_ARGUMENT");
+  EXPECT_STREQ(syncopate_status_name(99), "UNKNOWN");
+}
+
+TEST(CApiTest, ConfigErrorsNameTheFieldAndSuccessClearsTheMessage) {
+  syncopate_group_config g = Group(3, 2);
+  syncopate_op_config c = AllGather();
+  EXPECT_EQ(syncopate_check_config(&g, &c), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("group.rank 3"));
+  g.rank = 1;
+  EXPECT_EQ(syncopate_check_config(&g, &c), SYNCOPATE_OK);
+  EXPECT_STREQ(syncopate_last_error(), "");
+  c.kind = 7;
+  EXPECT_EQ(syncopate_check_config(&g, &c), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("op.kind 7"));
+}
+
+TEST(CApiTest, ShortStructsAndNullsAreRefusedWithAMessage) {
+  syncopate_group_config g = Group(0, 2);
+  syncopate_op_config c = AllGather();
+  g.struct_size = 8;
+  EXPECT_EQ(syncopate_check_config(&g, &c), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("group config struct_size 8"));
+  g.struct_size = sizeof(g);
+  EXPECT_EQ(syncopate_check_config(&g, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("op config is NULL"));
+  c.num_buckets = SYNCOPATE_MAX_BUCKETS + 1;
+  EXPECT_EQ(syncopate_check_config(&g, &c), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("num_buckets"));
+  EXPECT_EQ(syncopate_op_run(nullptr, 128, 1, 1, 1, 0, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("op is NULL"));
+  EXPECT_EQ(syncopate_op_input_workspace(nullptr, 128), 0u);
+  syncopate_op_destroy(nullptr);  // a no-op
+}
+
+TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
+  syncopate_op_config c = AllGather();
+  c.num_buckets = 1;
+  c.m_buckets[0] = 1024;
+  syncopate_path p = Path();
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 1000, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_EQ(p.m, 1000);
+  EXPECT_EQ(p.bucket_m, 1024);
+  EXPECT_EQ(p.fused, 0);  // 512 rows per rank: below the heuristic's 1024
+  EXPECT_EQ(p.backend, SYNCOPATE_BACKEND_SM);
+  EXPECT_THAT(std::string(p.reason), HasSubstr("bucket M 1024"));
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 1001, &p), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("m 1001"));
+  syncopate_path short_path = Path();
+  short_path.struct_size = 4;
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, &short_path), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+}
+
+TEST(CApiTest, TheLastErrorBelongsToTheCallingThread) {
+  syncopate_group_config bad = Group(0, 0);
+  syncopate_op_config c = AllGather();
+  ASSERT_EQ(syncopate_check_config(&bad, &c), SYNCOPATE_INVALID_ARGUMENT);
+  std::string other;
+  std::thread([&] {
+    syncopate_group_config good = Group(0, 2);
+    (void)syncopate_check_config(&good, &c);
+    other = syncopate_last_error();
+  }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("group.world"));
+}
+
+TEST(CApiTest, CreateWithoutAGpuIsUnavailableAndLeavesNoOp) {
+  std::string why;
+  if (syncopate::workloads::ProbeGpu(&why))
+    GTEST_SKIP() << "a GPU is present: ops_gpu_test covers Create";
+  syncopate_group_config g = Group(0, 1);
+  syncopate_op_config c = AllGather();
+  c.max_m = 512;
+  syncopate_op* op = reinterpret_cast<syncopate_op*>(0x1);
+  EXPECT_EQ(syncopate_op_create(&g, &c, &op), SYNCOPATE_UNAVAILABLE);
+  EXPECT_EQ(op, nullptr);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("no usable GPU"));
+}
+
+}  // namespace
