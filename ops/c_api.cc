@@ -86,6 +86,18 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
   out.comm_ctas = in->comm_ctas;
   if (in->timeout_ms != 0) out.timeout_ms = in->timeout_ms;
   out.cache_dir = in->cache_dir != nullptr ? in->cache_dir : "";
+  if (in->num_bucket_paths < 0 || in->num_bucket_paths > SYNCOPATE_MAX_BUCKETS) {
+    return Status(StatusCode::kInvalidArgument,
+                  "op config num_bucket_paths " + std::to_string(in->num_bucket_paths) +
+                      " is not in 0.." + std::to_string(SYNCOPATE_MAX_BUCKETS));
+  }
+  for (int i = 0; i < in->num_bucket_paths; ++i) {
+    const syncopate_bucket_path& p = in->bucket_paths[i];
+    out.bucket_paths.push_back({.bucket_m = p.bucket_m,
+                                .fused = p.fused != 0,
+                                .backend = static_cast<ops::Backend>(p.backend),
+                                .chunks = p.chunks});
+  }
   return Status::Ok();
 }
 

@@ -37,6 +37,75 @@ int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+std::string BucketsText(const std::vector<int64_t>& buckets) {
+  std::string text;
+  for (int64_t b : buckets) text += (text.empty() ? "" : ", ") + std::to_string(b);
+  return text;
+}
+
+const BucketPath* PathSetFor(const OpConfig& op, int64_t bucket_m) {
+  for (const BucketPath& p : op.bucket_paths) {
+    if (p.bucket_m == bucket_m) return &p;
+  }
+  return nullptr;
+}
+
+Status CheckBucketPaths(const OpConfig& op, int world) {
+  if (op.bucket_paths.empty()) return Status::Ok();
+  Result<std::vector<int64_t>> buckets = BucketsFor(op, world);
+  if (!buckets.ok()) return buckets.status();
+  for (size_t i = 0; i < op.bucket_paths.size(); ++i) {
+    const BucketPath& p = op.bucket_paths[i];
+    const std::string what =
+        "op.bucket_paths[" + std::to_string(i) + "] (bucket M " + std::to_string(p.bucket_m) + ")";
+    if (!std::binary_search(buckets->begin(), buckets->end(), p.bucket_m)) {
+      return Invalid(what + " is not one of the op's buckets: " + BucketsText(*buckets));
+    }
+    if (PathSetFor(op, p.bucket_m) != &p) return Invalid(what + " sets that bucket twice");
+    const int backend = static_cast<int>(p.backend);
+    if (backend < 0 || backend > 2) {
+      return Invalid(what + ": backend " + std::to_string(backend) + " is unknown");
+    }
+    if (p.backend == Backend::kCopyEngine && HasReductions(op.kind)) {
+      return Invalid(what + ": the ce backend cannot run " + OpKindName(op.kind));
+    }
+    if (p.chunks < 0 || p.chunks > kMaxChunks) {
+      return Invalid(what + ": chunks " + std::to_string(p.chunks) + " is not in 0.." +
+                     std::to_string(kMaxChunks));
+    }
+  }
+  return Status::Ok();
+}
+
+// The config's path preference, else the heuristic (see ChoosePath); sets choice.fused and
+// returns why.
+std::string HeuristicPath(const OpConfig& op, int64_t rows_per_rank, PathChoice& choice) {
+  std::string why;
+  switch (op.path) {
+    case PathPreference::kFused:
+      choice.fused = true;
+      why = "fused: the config asks for it";
+      break;
+    case PathPreference::kUnfused:
+      choice.fused = false;
+      why = "unfused: the config asks for it";
+      break;
+    case PathPreference::kAuto:
+      if (HasReductions(op.kind)) {
+        choice.fused = false;
+        why = "unfused: fused reductions measured slower than the local GEMM then the transfers";
+      } else {
+        choice.fused = rows_per_rank >= kFusedMinRowsPerRank;
+        why = choice.fused ? "fused: " + std::to_string(rows_per_rank) +
+                                 " rows per rank >= " + std::to_string(kFusedMinRowsPerRank)
+                           : "unfused: " + std::to_string(rows_per_rank) + " rows per rank < " +
+                                 std::to_string(kFusedMinRowsPerRank);
+      }
+      break;
+  }
+  return why;
+}
+
 }  // namespace
 
 const char* OpKindName(OpKind kind) {
@@ -114,7 +183,7 @@ Status CheckConfig(const GroupConfig& group, const OpConfig& op) {
                      std::to_string(group.world) + " up to max_m " + std::to_string(op.max_m));
     }
   }
-  return Status::Ok();
+  return CheckBucketPaths(op, group.world);
 }
 
 Result<std::vector<int64_t>> BucketsFor(const OpConfig& op, int world) {
@@ -166,27 +235,14 @@ Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
   const int64_t rows_per_rank = choice.bucket_m / world;
   choice.chunks = op.chunks > 0 ? op.chunks : 1;
   std::string why;
-  switch (op.path) {
-    case PathPreference::kFused:
-      choice.fused = true;
-      why = "fused: the config asks for it";
-      break;
-    case PathPreference::kUnfused:
-      choice.fused = false;
-      why = "unfused: the config asks for it";
-      break;
-    case PathPreference::kAuto:
-      if (HasReductions(op.kind)) {
-        choice.fused = false;
-        why = "unfused: fused reductions measured slower than the local GEMM then the transfers";
-      } else {
-        choice.fused = rows_per_rank >= kFusedMinRowsPerRank;
-        why = choice.fused ? "fused: " + std::to_string(rows_per_rank) +
-                                 " rows per rank >= " + std::to_string(kFusedMinRowsPerRank)
-                           : "unfused: " + std::to_string(rows_per_rank) + " rows per rank < " +
-                                 std::to_string(kFusedMinRowsPerRank);
-      }
-      break;
+  if (const BucketPath* set = PathSetFor(op, choice.bucket_m); set != nullptr) {
+    choice.fused = set->fused;
+    if (set->backend != Backend::kAuto) choice.backend = set->backend;
+    if (set->chunks > 0) choice.chunks = set->chunks;
+    why = std::string(choice.fused ? "fused" : "unfused") +
+          ": set for this bucket (OpConfig::bucket_paths)";
+  } else {
+    why = HeuristicPath(op, rows_per_rank, choice);
   }
   choice.reason = why + "; bucket M " + std::to_string(choice.bucket_m) + ", " +
                   BackendName(choice.backend) + " backend, " + std::to_string(choice.chunks) +

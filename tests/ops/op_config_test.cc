@@ -157,6 +157,44 @@ TEST(ChoosePathTest, EveryRankReachesTheSameChoice) {
   }
 }
 
+TEST(BucketPathTest, ASetBucketWinsOverTheHeuristicAndSaysSo) {
+  OpConfig c = AllGather(8192);  // buckets 512, 2048, 8192 at world 2
+  c.bucket_paths = {{.bucket_m = 512, .fused = true, .backend = Backend::kCopyEngine, .chunks = 2},
+                    {.bucket_m = 8192, .fused = false}};
+  ASSERT_TRUE(CheckConfig(Group(0, 2), c).ok()) << CheckConfig(Group(0, 2), c).ToString();
+  Result<PathChoice> small = ChoosePath(c, 2, 500);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(small->fused);  // the heuristic would not fuse 256 rows per rank
+  EXPECT_EQ(small->backend, Backend::kCopyEngine);
+  EXPECT_EQ(small->chunks, 2);
+  EXPECT_THAT(small->reason, HasSubstr("set for this bucket"));
+  Result<PathChoice> big = ChoosePath(c, 2, 8192);
+  ASSERT_TRUE(big.ok());
+  EXPECT_FALSE(big->fused);
+  EXPECT_EQ(big->backend, Backend::kSm);
+  Result<PathChoice> mid = ChoosePath(c, 2, 2048);  // not set: the heuristic
+  ASSERT_TRUE(mid.ok());
+  EXPECT_TRUE(mid->fused);
+  EXPECT_THAT(mid->reason, HasSubstr("rows per rank"));
+}
+
+TEST(BucketPathTest, BadEntriesAreNamed) {
+  const GroupConfig g = Group(0, 2);
+  OpConfig c = AllGather(8192);
+  c.bucket_paths = {{.bucket_m = 1000}};
+  ExpectInvalidNaming(CheckConfig(g, c),
+                      "op.bucket_paths[0] (bucket M 1000) is not one of the "
+                      "op's buckets: 512, 2048, 8192");
+  c.bucket_paths = {{.bucket_m = 512}, {.bucket_m = 512, .fused = false}};
+  ExpectInvalidNaming(CheckConfig(g, c),
+                      "op.bucket_paths[1] (bucket M 512) sets that bucket twice");
+  c.bucket_paths = {{.bucket_m = 512, .chunks = 9}};
+  ExpectInvalidNaming(CheckConfig(g, c), "chunks 9");
+  c.kind = OpKind::kMatmulReduceScatter;
+  c.bucket_paths = {{.bucket_m = 512, .fused = false, .backend = Backend::kCopyEngine}};
+  ExpectInvalidNaming(CheckConfig(g, c), "the ce backend cannot run matmul_reduce_scatter");
+}
+
 TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
   for (Collective collective :
        {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {

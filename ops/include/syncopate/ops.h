@@ -57,6 +57,15 @@ struct GroupConfig {
   int64_t rendezvous_timeout_ms = 30000;
 };
 
+// One bucket's path, set by the caller (e.g. from its own measurements: `ops_bench`): it wins
+// over `path` and the heuristic for the runs that take this bucket.
+struct BucketPath {
+  int64_t bucket_m = 0;  // one of the op's buckets (BucketsFor)
+  bool fused = true;
+  Backend backend = Backend::kAuto;  // kAuto: the heuristic's
+  int chunks = 0;                    // 0: OpConfig::chunks, else 1
+};
+
 struct OpConfig {
   OpKind kind = OpKind::kAllGatherMatmul;
   int64_t max_m = 0;  // largest M a run may take; a multiple of the world size
@@ -66,8 +75,9 @@ struct OpConfig {
   Backend backend = Backend::kAuto;
   PathPreference path = PathPreference::kAuto;
   // M buckets, each a multiple of the world size, at most max_m; max_m is always one. Empty:
-  // DefaultBuckets.
+  // max_m and its quarters (BucketsFor).
   std::vector<int64_t> m_buckets;
+  std::vector<BucketPath> bucket_paths;  // per-bucket paths; each bucket at most once
   int chunks = 0;     // chunks per rank's shard, 1..8; 0: the heuristic's
   int comm_ctas = 0;  // SM backend: communication CTAs (the SM budget); 0: the runtime's default
   int64_t timeout_ms = 2000;  // every device-side wait of a run; a late peer is then named

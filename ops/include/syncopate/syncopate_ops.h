@@ -59,6 +59,15 @@ typedef struct {
 
 #define SYNCOPATE_MAX_BUCKETS 16
 
+/* One bucket's path, set by the caller (syncopate::ops::BucketPath). */
+typedef struct {
+  int64_t bucket_m; /* one of the op's buckets */
+  int32_t fused;    /* 1: the fused kernel; 0: the local GEMM then the transfers */
+  int32_t backend;  /* syncopate_backend; AUTO: the heuristic's */
+  int32_t chunks;   /* 0: the op's */
+  int32_t reserved; /* 0 */
+} syncopate_bucket_path;
+
 typedef struct {
   uint32_t struct_size;
   int32_t kind; /* syncopate_op_kind */
@@ -74,6 +83,8 @@ typedef struct {
   int32_t comm_ctas;     /* 0: default */
   int64_t timeout_ms;    /* 0: 2000 */
   const char* cache_dir; /* NULL or "": no kernel cache */
+  int32_t num_bucket_paths; /* 0..SYNCOPATE_MAX_BUCKETS */
+  syncopate_bucket_path bucket_paths[SYNCOPATE_MAX_BUCKETS];
 } syncopate_op_config;
 
 typedef struct {

@@ -41,6 +41,17 @@ class GroupConfig(ctypes.Structure):
     ]
 
 
+class BucketPath(ctypes.Structure):
+    """syncopate_bucket_path."""
+    _fields_ = [
+        ("bucket_m", ctypes.c_int64),
+        ("fused", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+        ("chunks", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
 class OpConfig(ctypes.Structure):
     """syncopate_op_config."""
     _fields_ = [
@@ -58,6 +69,8 @@ class OpConfig(ctypes.Structure):
         ("comm_ctas", ctypes.c_int32),
         ("timeout_ms", ctypes.c_int64),
         ("cache_dir", ctypes.c_char_p),
+        ("num_bucket_paths", ctypes.c_int32),
+        ("bucket_paths", BucketPath * MAX_BUCKETS),
     ]
 
 

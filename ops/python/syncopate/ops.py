@@ -81,7 +81,7 @@ def _int_field(name, value):
 
 
 def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto", m_buckets=None,
-                    chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None):
+                    chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None, bucket_paths=None):
     """The syncopate_op_config, after the checks only Python can make (types, names that must
     map to an enum, at most 16 buckets). Returns (config, keepalive)."""
     config = _lib.new_struct(_lib.OpConfig)
@@ -105,6 +105,29 @@ def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto"
     config.num_buckets = len(buckets)
     for i, b in enumerate(buckets):
         config.m_buckets[i] = b
+    paths = [] if bucket_paths is None else list(bucket_paths)
+    if len(paths) > _lib.MAX_BUCKETS:
+        raise invalid_argument("bucket_paths has %d entries; at most %d" %
+                               (len(paths), _lib.MAX_BUCKETS))
+    config.num_bucket_paths = len(paths)
+    for i, entry in enumerate(paths):
+        # {"bucket_m": 2048, "fused": True, "backend": "sm", "chunks": 2}; the library checks
+        # the values and names the entry.
+        if not isinstance(entry, dict) or "bucket_m" not in entry:
+            raise invalid_argument("bucket_paths[%d] must be a dict with a bucket_m" % i)
+        unknown = set(entry) - {"bucket_m", "fused", "backend", "chunks"}
+        if unknown:
+            raise invalid_argument("bucket_paths[%d] has unknown keys %s" % (i, sorted(unknown)))
+        target = config.bucket_paths[i]
+        target.bucket_m = _int_field("bucket_paths[%d].bucket_m" % i, entry["bucket_m"])
+        target.fused = 1 if entry.get("fused", True) else 0
+        entry_backend = entry.get("backend", "auto")
+        name = _lib.BACKEND_ALIASES.get(entry_backend) if isinstance(entry_backend, str) else None
+        if name is None:
+            raise invalid_argument("bucket_paths[%d].backend %r is not one of \"auto\", \"ce\", "
+                                   "\"sm\"" % (i, entry_backend))
+        target.backend = _lib.BACKENDS[name]
+        target.chunks = _int_field("bucket_paths[%d].chunks" % i, entry.get("chunks", 0))
     config.chunks = _int_field("chunks", chunks)
     config.comm_ctas = _int_field("comm_ctas", comm_ctas)
     config.timeout_ms = _int_field("timeout_ms", timeout_ms)  # 0: the library's 2000
@@ -231,7 +254,8 @@ class _Op:
     KIND = None
 
     def __init__(self, group, max_m, n, k, dtype="bf16", backend="auto", path="auto",
-                 m_buckets=None, chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None):
+                 m_buckets=None, chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None,
+                 bucket_paths=None):
         self._handle = None
         self.group = group
         self.max_m = max_m
@@ -243,7 +267,7 @@ class _Op:
         op_config, keepalive = _make_op_config(
             self.KIND, max_m, n, k, dtype=self.dtype, backend=backend, path=path,
             m_buckets=m_buckets, chunks=chunks, comm_ctas=comm_ctas, timeout_ms=timeout_ms,
-            cache_dir=cache_dir)
+            cache_dir=cache_dir, bucket_paths=bucket_paths)
         lib = _lib.lib()
         # The pure check first: a config error names its field before any GPU work.
         _lib.check(lib.syncopate_check_config(ctypes.byref(group_config),

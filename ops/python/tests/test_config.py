@@ -49,6 +49,23 @@ class ChoosePathTest(unittest.TestCase):
                                   m_buckets=[128, 1024])
         self.assertEqual(p.bucket_m, 4096)
 
+    def test_bucket_paths_win_over_the_heuristic(self):
+        paths = [{"bucket_m": 128, "fused": True, "backend": "ce", "chunks": 2}]
+        p = syncopate.choose_path("all_gather_matmul", 2, 4096, 64, 64, 100,
+                                  m_buckets=[128, 1024], bucket_paths=paths)
+        self.assertTrue(p.fused)
+        self.assertEqual((p.backend, p.chunks), ("ce", 2))
+        self.assertIn("set for this bucket", p.reason)
+        with self.assertRaises(SyncopateError) as cm:
+            syncopate.choose_path("all_gather_matmul", 2, 4096, 64, 64, 100,
+                                  m_buckets=[128, 1024], bucket_paths=[{"bucket_m": 256}])
+        self.assertIn("op.bucket_paths[0] (bucket M 256) is not one of the op's buckets",
+                      cm.exception.message)
+        with self.assertRaises(SyncopateError) as cm:
+            syncopate.choose_path("all_gather_matmul", 2, 4096, 64, 64, 100,
+                                  bucket_paths=[{"bucket_m": 4096, "speed": 1}])
+        self.assertIn("unknown keys ['speed']", cm.exception.message)
+
     def test_invalid_m_is_invalid_argument_naming_m(self):
         for m, why in ((6, "not a multiple of world 4"), (8196, "> max_m"), (0, "zero"),
                        (-4, "negative")):

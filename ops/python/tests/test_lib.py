@@ -36,15 +36,18 @@ class LibraryTest(unittest.TestCase):
         # lays them out.
         self.assertEqual(ctypes.sizeof(_lib.GroupConfig), 40)
         self.assertEqual(_lib.GroupConfig.rendezvous_timeout_ms.offset, 32)
-        self.assertEqual(ctypes.sizeof(_lib.OpConfig), 200)
+        self.assertEqual(ctypes.sizeof(_lib.OpConfig), 592)
         self.assertEqual(_lib.OpConfig.max_m.offset, 8)
         self.assertEqual(_lib.OpConfig.m_buckets.offset, 48)
         self.assertEqual(_lib.OpConfig.chunks.offset, 176)
         self.assertEqual(_lib.OpConfig.timeout_ms.offset, 184)
         self.assertEqual(_lib.OpConfig.cache_dir.offset, 192)
+        self.assertEqual(_lib.OpConfig.num_bucket_paths.offset, 200)
+        self.assertEqual(_lib.OpConfig.bucket_paths.offset, 208)
+        self.assertEqual(ctypes.sizeof(_lib.BucketPath), 24)
         self.assertEqual(ctypes.sizeof(_lib.Path), 296)
         self.assertEqual(_lib.Path.reason.offset, 36)
-        self.assertEqual(_lib.new_struct(_lib.OpConfig).struct_size, 200)
+        self.assertEqual(_lib.new_struct(_lib.OpConfig).struct_size, 592)
 
     def test_import_does_not_load_and_a_missing_library_names_where_it_looked(self):
         code = (
