@@ -16,12 +16,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
+#include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "ops/core/op_kernels.h"
 #include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
+#include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/gemm/gemm_kernels.h"
 #include "syncopate/ops.h"
@@ -32,6 +35,8 @@ namespace {
 constexpr int64_t kElementBytes = 2;  // bf16 and fp16
 // The ops' GEMMs need bf16 / fp16 mma (sm_80) at least.
 constexpr int kMinComputeCapability = 80;
+// NVRTC threads of a Create (each compile takes a core and a few hundred MB).
+constexpr int kMaxCompileThreads = 8;
 
 Collective CollectiveOf(OpKind kind) {
   switch (kind) {
@@ -112,7 +117,9 @@ struct Op::Impl {
 
   const cuda::DriverApi& api() const { return rt->api(); }
   absl::Status AllocateWorkspace();
-  absl::Status BuildVariant(int64_t bucket_m, int cc);
+  absl::Status PlanVariant(int64_t bucket_m, int cc);
+  absl::Status PrebuildKernels();
+  absl::Status CompileVariant(Variant& v);
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
@@ -145,7 +152,7 @@ absl::Status Op::Impl::AllocateWorkspace() {
   return absl::OkStatus();
 }
 
-absl::Status Op::Impl::BuildVariant(int64_t bucket_m, int cc) {
+absl::Status Op::Impl::PlanVariant(int64_t bucket_m, int cc) {
   Variant v;
   Result<PathChoice> path = ChoosePath(config, group.world, bucket_m);
   if (!path.ok()) return ToAbsl(path.status());
@@ -169,13 +176,45 @@ absl::Status Op::Impl::BuildVariant(int64_t bucket_m, int cc) {
                         absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
   }
   v.kernels = *std::move(kernels);
+  variants.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+// Every kernel the variants need, prepared exactly as the runtime's Compile and LoadLocal will
+// (same build options and node map, so the same cache keys) and built on parallel threads: the
+// Compile calls that follow, one thread at a time as the runtime requires, then hit the cache
+// in memory. A Create of three buckets compiles up to nine kernels of 1-3 s each.
+absl::Status Op::Impl::PrebuildKernels() {
+  const jit::BuildOptions build = cuda::BuildOptionsFor(rt->group().context(), cache.get());
+  jit::CodegenOptions codegen;
+  codegen.nodes = rt->nodes();
+  std::vector<jit::PreparedKernel> prepared;
+  for (const Variant& v : variants) {
+    ASSIGN_OR_RETURN(std::string_view gemm_source, jit::ExampleKernelSource(v.kernels.gemm_source));
+    ASSIGN_OR_RETURN(
+        prepared.emplace_back(),
+        jit::PrepareFusedKernel(v.kernels.plan, v.kernels.gemm_spec, gemm_source, build, codegen));
+    if (v.path.fused) continue;
+    ASSIGN_OR_RETURN(prepared.emplace_back(),
+                     jit::PrepareFusedKernel(v.kernels.plan, v.kernels.comm_spec, CommOnlySource(),
+                                             build, codegen));
+    ASSIGN_OR_RETURN(prepared.emplace_back(),
+                     jit::PrepareLocalKernel(v.kernels.gemm_spec, gemm_source, build));
+  }
+  std::vector<const jit::PreparedKernel*> kernels;
+  kernels.reserve(prepared.size());
+  for (const jit::PreparedKernel& k : prepared) kernels.push_back(&k);
+  jit::BuildInParallel(kernels, build, kMaxCompileThreads);
+  return absl::OkStatus();
+}
+
+absl::Status Op::Impl::CompileVariant(Variant& v) {
   ASSIGN_OR_RETURN(std::string_view gemm_source, jit::ExampleKernelSource(v.kernels.gemm_source));
   ASSIGN_OR_RETURN(v.gemm, rt->Compile(v.kernels.plan, v.kernels.gemm_spec, gemm_source));
   if (!v.path.fused) {
     ASSIGN_OR_RETURN(v.comm, rt->Compile(v.kernels.plan, v.kernels.comm_spec, CommOnlySource()));
     RETURN_IF_ERROR(rt->LoadLocal(*v.gemm));
   }
-  variants.push_back(std::move(v));
   return absl::OkStatus();
 }
 
@@ -329,7 +368,9 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
                        "; the ops need ", kMinComputeCapability / 10, ".0 or newer"));
     }
     RETURN_IF_ERROR(impl->AllocateWorkspace());
-    for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->BuildVariant(bucket, cc));
+    for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->PlanVariant(bucket, cc));
+    RETURN_IF_ERROR(impl->PrebuildKernels());
+    for (Variant& v : impl->variants) RETURN_IF_ERROR(impl->CompileVariant(v));
     return absl::OkStatus();
   }();
   if (!created.ok()) {

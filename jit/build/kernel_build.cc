@@ -1,9 +1,13 @@
 #include "jit/build/kernel_build.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -201,6 +205,23 @@ absl::StatusOr<BuiltKernel> BuildKernel(const PreparedKernel& prepared,
   built.generated = prepared.generated;
   built.elapsed_ms = MillisecondsSince(start);
   return built;
+}
+
+void BuildInParallel(const std::vector<const PreparedKernel*>& kernels, const BuildOptions& options,
+                     int max_threads) {
+  if (options.cache == nullptr || kernels.size() < 2) return;
+  std::atomic<size_t> next{0};
+  const size_t workers =
+      std::min<size_t>(kernels.size(), static_cast<size_t>(std::max(1, max_threads)));
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < kernels.size(); i = next++) {
+        (void)BuildKernel(*kernels[i], options);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const KernelSpec& spec,

@@ -121,6 +121,14 @@ absl::StatusOr<nvrtc::CompiledKernel> CompilePrepared(
 absl::StatusOr<BuiltKernel> BuildKernel(const PreparedKernel& prepared,
                                         const BuildOptions& options);
 
+// Step 2 for many kernels at once, on up to `max_threads` threads (NVRTC compiles of different
+// programs run concurrently; the cache is thread-safe), so that each later BuildKernel of one of
+// them (e.g. inside the runtime's Compile) hits the cache in memory. Needs options.cache; without
+// one, or with fewer than two kernels, it does nothing. Errors are left for that later
+// BuildKernel to report.
+void BuildInParallel(const std::vector<const PreparedKernel*>& kernels, const BuildOptions& options,
+                     int max_threads);
+
 // Both steps, for callers that keep nothing of step 1.
 absl::StatusOr<BuiltKernel> BuildFusedKernel(const plan::Plan& plan, const KernelSpec& spec,
                                              std::string_view kernel_source,

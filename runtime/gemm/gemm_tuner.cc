@@ -2,7 +2,6 @@
 #include "runtime/gemm/gemm_tuner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -34,29 +33,6 @@ struct Candidate {
   cuda::LoadedKernel loaded;
   unsigned grid = 0;
 };
-
-// Compiles every candidate into `cache` on parallel threads (NVRTC compiles of different
-// programs run concurrently; the cache is thread-safe), so the CompileAndLoad that follows each
-// one hits in memory. Errors are left for CompileAndLoad to report.
-void CompileInParallel(const jit::BuildOptions& options, const std::vector<Candidate>& candidates) {
-  std::vector<const jit::PreparedKernel*> to_build;
-  for (const Candidate& c : candidates) {
-    if (c.prepared) to_build.push_back(&*c.prepared);
-  }
-  if (options.cache == nullptr || to_build.size() < 2) return;
-  std::atomic<size_t> next{0};
-  const size_t workers =
-      std::min<size_t>(to_build.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&] {
-      for (size_t i = next++; i < to_build.size(); i = next++) {
-        (void)jit::BuildKernel(*to_build[i], options);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-}
 
 bool Finite16(uint16_t bits, plan::DType dtype) {
   const uint16_t exponent = dtype == plan::DType::kBF16 ? 0x7f80 : 0x7c00;
@@ -137,7 +113,12 @@ class TuningRun {
         t.rejected = std::string(prepared.status().message());
       }
     }
-    CompileInParallel(build, built_);
+    // Every candidate into the cache at once, so CompileAndLoad below hits it in memory.
+    std::vector<const jit::PreparedKernel*> to_build;
+    for (const Candidate& c : built_) {
+      if (c.prepared) to_build.push_back(&*c.prepared);
+    }
+    jit::BuildInParallel(to_build, build, static_cast<int>(std::thread::hardware_concurrency()));
     for (size_t i = 0; i < built_.size(); ++i) {
       if (!built_[i].prepared) continue;
       absl::StatusOr<cuda::LoadedKernel> loaded =
