@@ -11,10 +11,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_kernels.h"
 
 namespace syncopate::jit {
 namespace {
@@ -182,6 +184,38 @@ TEST(CompileSlotsTest, FullSlotsEndAtTheDeadlineNamingTheKernel) {
       slots.Acquire(std::chrono::steady_clock::now() + std::chrono::seconds(30));
   release.join();
   EXPECT_TRUE(second);
+}
+
+// Kernels built together land in the cache: each later BuildKernel of one of them is a memory
+// hit, not a compile (what Op::Create and the tuner rely on). Three local variants of the test
+// kernel that differ in their scale (so in their keys).
+TEST(BuildInParallelTest, LaterBuildsOfTheSameKernelsHitTheCacheInMemory) {
+  absl::StatusOr<std::unique_ptr<cache::KernelCache>> cache =
+      cache::KernelCache::Open({.memory_only = true});
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  BuildOptions options;
+  options.cache = cache->get();
+  std::vector<PreparedKernel> prepared;
+  for (int cols : {32, 33, 34}) {
+    std::string text = syncopate::testing::kTestKernelSpec;
+    text.replace(text.find("cols i32 32"), 11, "cols i32 " + std::to_string(cols));
+    absl::StatusOr<KernelSpec> spec = ParseKernelSpec(text);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<PreparedKernel> p =
+        PrepareLocalKernel(*spec, syncopate::testing::kTestKernelSource, options);
+    ASSERT_TRUE(p.ok()) << p.status();
+    prepared.push_back(*std::move(p));
+  }
+  ASSERT_NE(prepared[0].key.hex(), prepared[1].key.hex());
+  std::vector<const PreparedKernel*> kernels;
+  kernels.reserve(prepared.size());
+  for (const PreparedKernel& p : prepared) kernels.push_back(&p);
+  BuildInParallel(kernels, options, 3);
+  for (const PreparedKernel& p : prepared) {
+    absl::StatusOr<BuiltKernel> built = BuildKernel(p, options);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->source, cache::KernelCache::Source::kMemory) << p.key.hex();
+  }
 }
 
 }  // namespace
