@@ -21,6 +21,7 @@
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "ops/core/op_kernels.h"
+#include "ops/core/op_tuning.h"
 #include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
@@ -116,6 +117,7 @@ struct Op::Impl {
   absl::Status sticky;
 
   const cuda::DriverApi& api() const { return rt->api(); }
+  absl::Status ApplyMeasuredPaths(int cc);
   absl::Status AllocateWorkspace();
   absl::Status PlanVariant(int64_t bucket_m, int cc);
   absl::Status PrebuildKernels();
@@ -127,6 +129,21 @@ struct Op::Impl {
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream);
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
 };
+
+// `ops_bench --tune`'s measured paths for this op on this GPU (op_tuning.h), for the buckets the
+// caller left to the heuristic.
+absl::Status Op::Impl::ApplyMeasuredPaths(int cc) {
+  if (config.cache_dir.empty() || config.path != PathPreference::kAuto) return absl::OkStatus();
+  const OpTuningKey key{.kind = config.kind,
+                        .arch = cuda::ArchFor(cc),
+                        .dtype = config.dtype,
+                        .world = group.world,
+                        .n = config.n,
+                        .k = config.k};
+  ASSIGN_OR_RETURN(std::vector<MeasuredBucket> measured, LookupOpTuning(config.cache_dir, key));
+  config = WithMeasuredPaths(config, group.world, measured, OpTuningPath(config.cache_dir, key));
+  return absl::OkStatus();
+}
 
 absl::Status Op::Impl::AllocateWorkspace() {
   const int64_t m = config.max_m, n = config.n, k = config.k;
@@ -367,6 +384,7 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
           absl::StrCat("GPU ", group.device, " has compute capability ", cc / 10, ".", cc % 10,
                        "; the ops need ", kMinComputeCapability / 10, ".0 or newer"));
     }
+    RETURN_IF_ERROR(impl->ApplyMeasuredPaths(cc));
     RETURN_IF_ERROR(impl->AllocateWorkspace());
     for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->PlanVariant(bucket, cc));
     RETURN_IF_ERROR(impl->PrebuildKernels());

@@ -6,6 +6,7 @@
 //   - the host time of one Run call (--calls calls issued back to back, averaged; the goal is
 //     10 us at M=128 with everything cached).
 // Rank 0 prints one row per M; each rank times its own runs on its own stream.
+// --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -16,8 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
+#include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
+#include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/gemm/cublas_lib.h"
 #include "syncopate/ops.h"
@@ -35,6 +38,7 @@ struct BenchConfig {
   int reps = 20;
   int calls = 200;
   std::string cache_dir;
+  bool tune = false;
 };
 
 absl::Status FromOps(const Status& s) {
@@ -130,6 +134,94 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
   return absl::OkStatus();
 }
 
+// --tune: each path (unfused; fused on the SM backend at 1 and 2 chunks; fused on the copy
+// engine for AllGather) as its own op over the same buckets, timed per M; rank 0 stores each
+// bucket's fastest in the op tuning table (ops/core/op_tuning.h) that Op::Create reads.
+struct Candidate {
+  bool fused;
+  Backend backend;
+  int chunks;
+};
+
+absl::StatusOr<std::vector<double>> TimeCandidate(const BenchConfig& b, const Candidate& c,
+                                                  const std::string& job, int rank) {
+  OpConfig config = OpConfigFor(b);
+  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set below
+  for (int64_t m : b.ms) {
+    config.bucket_paths.push_back(
+        {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
+  }
+  Result<std::unique_ptr<Op>> created =
+      Op::Create({.job = job, .rank = rank, .world = b.world}, config);
+  RETURN_IF_ERROR(FromOps(created.status()));
+  Op& op = **created;
+  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, b.max_m * b.k * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer w, cuda::DeviceBuffer::Allocate(*api, b.n * b.k * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, b.max_m * b.n * 2));
+  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(a.get(), 0, a.size(), stream.get()));
+  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(w.get(), 0, w.size(), stream.get()));
+  std::vector<double> ms;
+  for (int64_t m : b.ms) {
+    const RunArgs args{.m = m, .a = a.get(), .b = w.get(), .c = out.get()};
+    auto run = [&] { return FromOps(op.Run(args, stream.get())); };
+    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
+    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    ASSIGN_OR_RETURN(ms.emplace_back(), GpuMs(*api, stream.get(), b.reps, run));
+    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+  }
+  return ms;
+}
+
+absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
+  std::vector<Candidate> candidates = {
+      {false, Backend::kSm, 1}, {true, Backend::kSm, 1}, {true, Backend::kSm, 2}};
+  if (b.kind == "ag") candidates.push_back({true, Backend::kCopyEngine, 1});
+  std::vector<std::vector<double>> ms;  // [candidate][m]
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    ASSIGN_OR_RETURN(ms.emplace_back(),
+                     TimeCandidate(b, candidates[i], absl::StrCat(job, "_", i), rank));
+  }
+  if (rank != 0) return absl::OkStatus();
+  std::vector<MeasuredBucket> best;
+  std::printf("%-6s %-26s %10s %12s\n", "M", "fastest", "ms", "unfused ms");
+  for (size_t j = 0; j < b.ms.size(); ++j) {
+    size_t w = 0;
+    for (size_t i = 1; i < candidates.size(); ++i) {
+      if (ms[i][j] < ms[w][j]) w = i;
+    }
+    const Candidate& c = candidates[w];
+    best.push_back({.bucket_m = b.ms[j],
+                    .fused = c.fused,
+                    .backend = c.backend,
+                    .chunks = c.chunks,
+                    .ms = ms[w][j],
+                    .unfused_ms = ms[0][j]});
+    std::printf(
+        "%-6lld %-26s %10.3f %12.3f\n", static_cast<long long>(b.ms[j]),
+        absl::StrCat(c.fused ? "fused " : "unfused ", BackendName(c.backend), " x", c.chunks)
+            .c_str(),
+        ms[w][j], ms[0][j]);
+  }
+  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+  int major = 0, minor = 0;
+  CU_RETURN_IF_ERROR(
+      api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  CU_RETURN_IF_ERROR(
+      api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+  const OpConfig config = OpConfigFor(b);
+  const OpTuningKey key{.kind = config.kind,
+                        .arch = cuda::ArchFor(major * 10 + minor),
+                        .dtype = config.dtype,
+                        .world = b.world,
+                        .n = b.n,
+                        .k = b.k};
+  RETURN_IF_ERROR(StoreOpTuning(b.cache_dir, key, best));
+  std::printf("stored %s\n", OpTuningPath(b.cache_dir, key).c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Main(int argc, char** argv) {
   BenchConfig b;
   FlagSet flags("ops_bench",
@@ -150,12 +242,19 @@ absl::Status Main(int argc, char** argv) {
   flags.Int("reps", &b.reps, "timed runs per M", 1);
   flags.Int("calls", &b.calls, "Run calls timed on the host per M", 1);
   flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
+  flags.Bool("tune", &b.tune,
+             "time every path per M and store each bucket's fastest in --cache-dir's op tuning "
+             "table (Op::Create reads it)");
   flags.ParseOrExit(argc, argv);
+  if (b.tune && b.cache_dir.empty()) {
+    return absl::InvalidArgumentError("--tune needs --cache-dir (where the table is stored)");
+  }
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
   const std::string job = workloads::UniqueGroupId("ops_bench");
-  std::vector<absl::Status> results = workloads::RunRanks(
-      b.world, absl::Minutes(9), [&](int rank) { return RunRank(b, job, rank); });
+  std::vector<absl::Status> results = workloads::RunRanks(b.world, absl::Minutes(9), [&](int rank) {
+    return b.tune ? TuneRank(b, job, rank) : RunRank(b, job, rank);
+  });
   for (int r = 0; r < b.world; ++r) {
     if (!results[r].ok())
       return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));

@@ -239,8 +239,8 @@ Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
     choice.fused = set->fused;
     if (set->backend != Backend::kAuto) choice.backend = set->backend;
     if (set->chunks > 0) choice.chunks = set->chunks;
-    why = std::string(choice.fused ? "fused" : "unfused") +
-          ": set for this bucket (OpConfig::bucket_paths)";
+    why = std::string(choice.fused ? "fused" : "unfused") + ": " +
+          (set->why.empty() ? "set for this bucket (OpConfig::bucket_paths)" : set->why);
   } else {
     why = HeuristicPath(op, rows_per_rank, choice);
   }

@@ -64,6 +64,7 @@ struct BucketPath {
   bool fused = true;
   Backend backend = Backend::kAuto;  // kAuto: the heuristic's
   int chunks = 0;                    // 0: OpConfig::chunks, else 1
+  std::string why;                   // for Path's reason ("": set by the caller)
 };
 
 struct OpConfig {

@@ -1,0 +1,154 @@
+// The ops' measured per-bucket paths; see op_tuning.h.
+#include "ops/core/op_tuning.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace syncopate::ops {
+namespace {
+
+const char* DTypeText(DType dtype) { return dtype == DType::kFP16 ? "f16" : "bf16"; }
+
+template <class T>
+bool ParseNumber(absl::string_view text, T* out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+std::string Problem(const MeasuredBucket& b) {
+  if (b.bucket_m <= 0) return absl::StrCat("bucket ", b.bucket_m, " is not positive");
+  if (b.backend != Backend::kSm && b.backend != Backend::kCopyEngine)
+    return "backend is not ce or sm";
+  if (b.chunks < 1 || b.chunks > 8) return absl::StrCat("chunks ", b.chunks, " is not in 1..8");
+  if (!std::isfinite(b.ms) || b.ms <= 0 || !std::isfinite(b.unfused_ms) || b.unfused_ms <= 0) {
+    return "times must be positive";
+  }
+  return "";
+}
+
+absl::StatusOr<MeasuredBucket> ParseBucketLine(const std::vector<absl::string_view>& words) {
+  MeasuredBucket b;
+  if (words.size() != 7) return absl::InvalidArgumentError("expected 7 words");
+  if (!ParseNumber(words[1], &b.bucket_m)) return absl::InvalidArgumentError("bad bucket M");
+  if (words[2] != "fused" && words[2] != "unfused") {
+    return absl::InvalidArgumentError("expected fused or unfused");
+  }
+  b.fused = words[2] == "fused";
+  if (words[3] != "ce" && words[3] != "sm") return absl::InvalidArgumentError("expected ce or sm");
+  b.backend = words[3] == "ce" ? Backend::kCopyEngine : Backend::kSm;
+  if (!ParseNumber(words[4], &b.chunks) || !ParseNumber(words[5], &b.ms) ||
+      !ParseNumber(words[6], &b.unfused_ms)) {
+    return absl::InvalidArgumentError("bad number");
+  }
+  if (std::string problem = Problem(b); !problem.empty()) {
+    return absl::InvalidArgumentError(problem);
+  }
+  return b;
+}
+
+}  // namespace
+
+std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {
+  return absl::StrCat(cache_dir, "/tuning/op.", OpKindName(key.kind), ".", key.arch, ".",
+                      DTypeText(key.dtype), ".w", key.world, ".", key.n, "x", key.k, ".tune");
+}
+
+absl::Status StoreOpTuning(const std::string& cache_dir, const OpTuningKey& key,
+                           const std::vector<MeasuredBucket>& buckets) {
+  std::string text = "format 1\n";
+  for (const MeasuredBucket& b : buckets) {
+    if (std::string problem = Problem(b); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("bucket ", b.bucket_m, ": ", problem));
+    }
+    absl::StrAppend(&text, "bucket ", b.bucket_m, " ", b.fused ? "fused" : "unfused", " ",
+                    BackendName(b.backend), " ", b.chunks, " ", b.ms, " ", b.unfused_ms, "\n");
+  }
+  const std::string path = OpTuningPath(cache_dir, key);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", path, "'s folder: ", ec.message()));
+  // A name no other writer uses: the rename is the only shared step.
+  static std::atomic<uint64_t> counter{0};
+  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write '", temp, "'"));
+  }
+  std::filesystem::rename(temp, path, ec);
+  if (ec) {
+    std::filesystem::remove(temp, ec);
+    return absl::UnavailableError(absl::StrCat("cannot rename '", temp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<MeasuredBucket>> LookupOpTuning(const std::string& cache_dir,
+                                                           const OpTuningKey& key) {
+  const std::string path = OpTuningPath(cache_dir, key);
+  std::ifstream in(path);
+  if (!in) return std::vector<MeasuredBucket>{};
+  std::vector<MeasuredBucket> buckets;
+  std::string line;
+  bool format_seen = false;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (words.empty() || words[0].front() == '#') continue;
+    auto bad = [&](absl::string_view why) {
+      return absl::DataLossError(absl::StrCat(path, ":", lineno, ": ", why, ": '", line, "'"));
+    };
+    if (!format_seen) {
+      if (words.size() != 2 || words[0] != "format" || words[1] != "1") {
+        return bad("expected 'format 1' first");
+      }
+      format_seen = true;
+      continue;
+    }
+    if (words[0] != "bucket") return bad("expected a bucket line");
+    absl::StatusOr<MeasuredBucket> b = ParseBucketLine(words);
+    if (!b.ok()) return bad(b.status().message());
+    buckets.push_back(*b);
+  }
+  if (!format_seen) return absl::DataLossError(absl::StrCat(path, ": empty, no 'format 1'"));
+  return buckets;
+}
+
+OpConfig WithMeasuredPaths(const OpConfig& config, int world,
+                           const std::vector<MeasuredBucket>& measured, const std::string& source) {
+  OpConfig out = config;
+  if (config.path != PathPreference::kAuto) return out;
+  Result<std::vector<int64_t>> buckets = BucketsFor(config, world);
+  if (!buckets.ok()) return out;
+  for (const MeasuredBucket& m : measured) {
+    if (!std::binary_search(buckets->begin(), buckets->end(), m.bucket_m)) continue;
+    const bool set = std::any_of(out.bucket_paths.begin(), out.bucket_paths.end(),
+                                 [&](const BucketPath& p) { return p.bucket_m == m.bucket_m; });
+    if (set) continue;
+    // A measured copy engine cannot serve a reduction (a hand-edited file could say so).
+    if (m.backend == Backend::kCopyEngine && config.kind != OpKind::kAllGatherMatmul) continue;
+    std::ostringstream why;
+    why << "measured " << m.ms << " ms against unfused " << m.unfused_ms << " ms (" << source
+        << ")";
+    out.bucket_paths.push_back({.bucket_m = m.bucket_m,
+                                .fused = m.fused,
+                                .backend = m.backend,
+                                .chunks = m.chunks,
+                                .why = why.str()});
+  }
+  return out;
+}
+
+}  // namespace syncopate::ops

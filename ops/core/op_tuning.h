@@ -1,0 +1,61 @@
+// Measured per-bucket paths of an op, persisted next to the kernel cache's GEMM tuning table:
+// <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>.tune, written by
+// `ops_bench --tune` and read by Op::Create (when OpConfig::path is kAuto), which turns each
+// entry into an OpConfig::bucket_paths entry for the buckets the caller did not set. Every rank
+// of a node reads the same file, so the ranks agree. No CUDA.
+//
+// File format, one line per measured bucket ('#' comments allowed):
+//   format 1
+//   bucket <M> fused|unfused ce|sm <chunks> <ms> <unfused ms>
+// Lookup is strict: a malformed line is an error naming the file and the line.
+//
+// Thread-safety: every function is safe from any thread and process; Store writes a temp file and
+// renames it over the entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "syncopate/ops.h"
+
+namespace syncopate::ops {
+
+struct OpTuningKey {
+  OpKind kind = OpKind::kAllGatherMatmul;
+  std::string arch;  // NVRTC target, e.g. "sm_90a"
+  DType dtype = DType::kBF16;
+  int world = 1;
+  int64_t n = 0, k = 0;
+};
+
+struct MeasuredBucket {
+  int64_t bucket_m = 0;
+  bool fused = false;
+  Backend backend = Backend::kSm;
+  int chunks = 1;
+  double ms = 0;          // the winner's time per run
+  double unfused_ms = 0;  // the unfused path's, for the reason line
+  friend bool operator==(const MeasuredBucket&, const MeasuredBucket&) = default;
+};
+
+// <cache_dir>/tuning/op.<...>.tune.
+std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key);
+
+// Replaces the key's file. InvalidArgument for an entry that could not be read back.
+absl::Status StoreOpTuning(const std::string& cache_dir, const OpTuningKey& key,
+                           const std::vector<MeasuredBucket>& buckets);
+
+// The key's entries; empty when there is no file; DataLoss naming the file and line when the file
+// is malformed.
+absl::StatusOr<std::vector<MeasuredBucket>> LookupOpTuning(const std::string& cache_dir,
+                                                           const OpTuningKey& key);
+
+// `config` with a bucket_paths entry for each measured bucket that is one of its buckets and has
+// none yet (the caller's entries win); unchanged unless config.path is kAuto.
+OpConfig WithMeasuredPaths(const OpConfig& config, int world,
+                           const std::vector<MeasuredBucket>& measured, const std::string& source);
+
+}  // namespace syncopate::ops

@@ -1,0 +1,113 @@
+// The ops' measured per-bucket paths (ops/core/op_tuning.h): the file round-trips, a malformed
+// file is named with its line, and measured paths fill only the buckets the caller left open.
+#include "ops/core/op_tuning.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace syncopate::ops {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class OpTuningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("op_tuning_test." + std::to_string(::getpid()))).string();
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static OpTuningKey Key() {
+    return {.kind = OpKind::kAllGatherMatmul, .arch = "sm_90a", .world = 2, .n = 7168, .k = 4096};
+  }
+  static OpConfig Config() {
+    OpConfig c;
+    c.max_m = 8192;  // buckets 512, 2048, 8192 at world 2
+    c.n = 7168;
+    c.k = 4096;
+    return c;
+  }
+  std::string dir_;
+};
+
+TEST_F(OpTuningTest, StoredBucketsReadBackAndAMissingFileIsEmpty) {
+  ASSERT_TRUE(LookupOpTuning(dir_, Key()).ok());
+  EXPECT_TRUE(LookupOpTuning(dir_, Key())->empty());
+  const std::vector<MeasuredBucket> buckets = {{.bucket_m = 512,
+                                                .fused = false,
+                                                .backend = Backend::kSm,
+                                                .chunks = 1,
+                                                .ms = 0.1,
+                                                .unfused_ms = 0.1},
+                                               {.bucket_m = 8192,
+                                                .fused = true,
+                                                .backend = Backend::kCopyEngine,
+                                                .chunks = 2,
+                                                .ms = 1.25,
+                                                .unfused_ms = 1.5}};
+  ASSERT_TRUE(StoreOpTuning(dir_, Key(), buckets).ok());
+  EXPECT_THAT(OpTuningPath(dir_, Key()),
+              HasSubstr("op.all_gather_matmul.sm_90a.bf16.w2.7168x4096"));
+  absl::StatusOr<std::vector<MeasuredBucket>> read = LookupOpTuning(dir_, Key());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, buckets);
+  OpTuningKey other = Key();
+  other.world = 4;
+  EXPECT_TRUE(LookupOpTuning(dir_, other)->empty());
+}
+
+TEST_F(OpTuningTest, AMalformedFileIsNamedWithItsLine) {
+  const std::string path = OpTuningPath(dir_, Key());
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path)
+      << "format 1\n# measured\nbucket 512 fused sm 1 0.2 0.3\nbucket 2048 maybe sm 1 1 1\n";
+  absl::StatusOr<std::vector<MeasuredBucket>> read = LookupOpTuning(dir_, Key());
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr(path + ":4: expected fused or unfused"));
+  EXPECT_FALSE(
+      StoreOpTuning(dir_, Key(), {{.bucket_m = 512, .chunks = 0, .ms = 1, .unfused_ms = 1}}).ok());
+}
+
+TEST_F(OpTuningTest, MeasuredPathsFillOnlyTheBucketsTheCallerLeftOpen) {
+  OpConfig config = Config();
+  config.bucket_paths = {{.bucket_m = 8192, .fused = false}};
+  const std::vector<MeasuredBucket> measured = {
+      {.bucket_m = 512,
+       .fused = true,
+       .backend = Backend::kSm,
+       .chunks = 2,
+       .ms = 0.09,
+       .unfused_ms = 0.1},
+      {.bucket_m = 8192,
+       .fused = true,
+       .backend = Backend::kSm,
+       .chunks = 1,
+       .ms = 1.0,
+       .unfused_ms = 1.2},
+      {.bucket_m = 1000, .fused = true, .ms = 1, .unfused_ms = 2}};  // not a bucket: ignored
+  const OpConfig out = WithMeasuredPaths(config, 2, measured, "the file");
+  ASSERT_EQ(out.bucket_paths.size(), 2u);
+  Result<PathChoice> small = ChoosePath(out, 2, 500);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(small->fused);  // the heuristic would not fuse 256 rows per rank
+  EXPECT_EQ(small->chunks, 2);
+  EXPECT_THAT(small->reason, HasSubstr("measured 0.09 ms against unfused 0.1 ms (the file)"));
+  Result<PathChoice> big = ChoosePath(out, 2, 8192);
+  ASSERT_TRUE(big.ok());
+  EXPECT_FALSE(big->fused);  // the caller's entry wins
+  config.path = PathPreference::kFused;
+  EXPECT_EQ(WithMeasuredPaths(config, 2, measured, "x").bucket_paths.size(), 1u);
+}
+
+}  // namespace
+}  // namespace syncopate::ops
