@@ -44,14 +44,20 @@ int32_t Guarded(Body&& body) {
   }
 }
 
-Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
-  if (in == nullptr) return Status(StatusCode::kInvalidArgument, "group config is NULL");
-  if (in->struct_size < sizeof(syncopate_group_config)) {
-    return Status(StatusCode::kInvalidArgument, "group config struct_size " +
-                                                    std::to_string(in->struct_size) + " < " +
-                                                    std::to_string(sizeof(syncopate_group_config)) +
-                                                    " (set it to sizeof(syncopate_group_config))");
+// A caller's struct: not NULL, and at least as large as this library's (struct_size first).
+template <class CStruct>
+Status CheckStruct(const CStruct* in, const char* what, const char* type) {
+  if (in == nullptr) return Status(StatusCode::kInvalidArgument, std::string(what) + " is NULL");
+  if (in->struct_size < sizeof(CStruct)) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(what) + " struct_size " + std::to_string(in->struct_size) + " < " +
+                      std::to_string(sizeof(CStruct)) + " (set it to sizeof(" + type + "))");
   }
+  return Status::Ok();
+}
+
+Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
+  if (Status s = CheckStruct(in, "group config", "syncopate_group_config"); !s.ok()) return s;
   out.job = in->job != nullptr ? in->job : "";
   out.rank = in->rank;
   out.world = in->world;
@@ -61,13 +67,7 @@ Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
 }
 
 Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
-  if (in == nullptr) return Status(StatusCode::kInvalidArgument, "op config is NULL");
-  if (in->struct_size < sizeof(syncopate_op_config)) {
-    return Status(StatusCode::kInvalidArgument, "op config struct_size " +
-                                                    std::to_string(in->struct_size) + " < " +
-                                                    std::to_string(sizeof(syncopate_op_config)) +
-                                                    " (set it to sizeof(syncopate_op_config))");
-  }
+  if (Status s = CheckStruct(in, "op config", "syncopate_op_config"); !s.ok()) return s;
   if (in->num_buckets < 0 || in->num_buckets > SYNCOPATE_MAX_BUCKETS) {
     return Status(StatusCode::kInvalidArgument,
                   "op config num_buckets " + std::to_string(in->num_buckets) + " is not in 0.." +
@@ -103,11 +103,7 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
 
 Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
   if (!choice.ok()) return choice.status();
-  if (out->struct_size < sizeof(syncopate_path)) {
-    return Status(StatusCode::kInvalidArgument, "path struct_size " +
-                                                    std::to_string(out->struct_size) + " < " +
-                                                    std::to_string(sizeof(syncopate_path)));
-  }
+  if (Status s = CheckStruct(out, "path", "syncopate_path"); !s.ok()) return s;
   out->m = choice->m;
   out->bucket_m = choice->bucket_m;
   out->fused = choice->fused ? 1 : 0;

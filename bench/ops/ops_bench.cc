@@ -266,10 +266,7 @@ absl::Status Main(int argc, char** argv) {
 }  // namespace syncopate::ops
 
 int main(int argc, char** argv) {
-  absl::Status s = syncopate::ops::Main(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "ops_bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  const absl::Status s = syncopate::ops::Main(argc, argv);
+  if (!s.ok()) std::fprintf(stderr, "ops_bench: %s\n", s.ToString().c_str());
+  return s.ok() ? 0 : 1;
 }

@@ -109,27 +109,16 @@ std::string HeuristicPath(const OpConfig& op, int64_t rows_per_rank, PathChoice&
 }  // namespace
 
 const char* OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllGatherMatmul:
-      return "all_gather_matmul";
-    case OpKind::kMatmulReduceScatter:
-      return "matmul_reduce_scatter";
-    case OpKind::kMatmulAllReduce:
-      return "matmul_all_reduce";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"all_gather_matmul", "matmul_reduce_scatter",
+                                           "matmul_all_reduce"};
+  const int i = static_cast<int>(kind);
+  return i >= 0 && i < 3 ? kNames[i] : "unknown";
 }
 
 const char* BackendName(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto:
-      return "auto";
-    case Backend::kCopyEngine:
-      return "ce";
-    case Backend::kSm:
-      return "sm";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"auto", "ce", "sm"};
+  const int i = static_cast<int>(backend);
+  return i >= 0 && i < 3 ? kNames[i] : "unknown";
 }
 
 Status CheckConfig(const GroupConfig& group, const OpConfig& op) {

@@ -50,15 +50,10 @@ absl::Status RebindOutputToData(jit::KernelSpec& spec) {
 }  // namespace
 
 std::string DefaultPlanTemplate(Collective collective) {
-  switch (collective) {
-    case Collective::kAllGather:
-      return "allgather.push";
-    case Collective::kReduceScatter:
-      return "reducescatter.direct";
-    case Collective::kAllReduce:
-      return "allreduce.rs_ag";
-  }
-  return "";
+  static constexpr const char* kTemplates[] = {"allgather.push", "reducescatter.direct",
+                                               "allreduce.rs_ag"};
+  const int i = static_cast<int>(collective);
+  return i >= 0 && i < 3 ? kTemplates[i] : "";
 }
 
 absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {

@@ -28,6 +28,15 @@ class OpTuningTest : public ::testing::Test {
   static OpTuningKey Key() {
     return {.kind = OpKind::kAllGatherMatmul, .arch = "sm_90a", .world = 2, .n = 7168, .k = 4096};
   }
+  static MeasuredBucket Bucket(int64_t m, bool fused, Backend backend, int chunks, double ms,
+                               double unfused_ms) {
+    return {.bucket_m = m,
+            .fused = fused,
+            .backend = backend,
+            .chunks = chunks,
+            .ms = ms,
+            .unfused_ms = unfused_ms};
+  }
   static OpConfig Config() {
     OpConfig c;
     c.max_m = 8192;  // buckets 512, 2048, 8192 at world 2
@@ -41,18 +50,9 @@ class OpTuningTest : public ::testing::Test {
 TEST_F(OpTuningTest, StoredBucketsReadBackAndAMissingFileIsEmpty) {
   ASSERT_TRUE(LookupOpTuning(dir_, Key()).ok());
   EXPECT_TRUE(LookupOpTuning(dir_, Key())->empty());
-  const std::vector<MeasuredBucket> buckets = {{.bucket_m = 512,
-                                                .fused = false,
-                                                .backend = Backend::kSm,
-                                                .chunks = 1,
-                                                .ms = 0.1,
-                                                .unfused_ms = 0.1},
-                                               {.bucket_m = 8192,
-                                                .fused = true,
-                                                .backend = Backend::kCopyEngine,
-                                                .chunks = 2,
-                                                .ms = 1.25,
-                                                .unfused_ms = 1.5}};
+  const std::vector<MeasuredBucket> buckets = {
+      Bucket(512, false, Backend::kSm, 1, 0.1, 0.1),
+      Bucket(8192, true, Backend::kCopyEngine, 2, 1.25, 1.5)};
   ASSERT_TRUE(StoreOpTuning(dir_, Key(), buckets).ok());
   EXPECT_THAT(OpTuningPath(dir_, Key()),
               HasSubstr("op.all_gather_matmul.sm_90a.bf16.w2.7168x4096"));
@@ -82,19 +82,8 @@ TEST_F(OpTuningTest, MeasuredPathsFillOnlyTheBucketsTheCallerLeftOpen) {
   OpConfig config = Config();
   config.bucket_paths = {{.bucket_m = 8192, .fused = false}};
   const std::vector<MeasuredBucket> measured = {
-      {.bucket_m = 512,
-       .fused = true,
-       .backend = Backend::kSm,
-       .chunks = 2,
-       .ms = 0.09,
-       .unfused_ms = 0.1},
-      {.bucket_m = 8192,
-       .fused = true,
-       .backend = Backend::kSm,
-       .chunks = 1,
-       .ms = 1.0,
-       .unfused_ms = 1.2},
-      {.bucket_m = 1000, .fused = true, .ms = 1, .unfused_ms = 2}};  // not a bucket: ignored
+      Bucket(512, true, Backend::kSm, 2, 0.09, 0.1), Bucket(8192, true, Backend::kSm, 1, 1.0, 1.2),
+      Bucket(1000, true, Backend::kSm, 1, 1, 2)};  // 1000 is not a bucket: ignored
   const OpConfig out = WithMeasuredPaths(config, 2, measured, "the file");
   ASSERT_EQ(out.bucket_paths.size(), 2u);
   Result<PathChoice> small = ChoosePath(out, 2, 500);
