@@ -63,6 +63,7 @@ Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
   out.world = in->world;
   out.device = in->device;
   if (in->rendezvous_timeout_ms != 0) out.rendezvous_timeout_ms = in->rendezvous_timeout_ms;
+  out.rendezvous_dir = in->rendezvous_dir != nullptr ? in->rendezvous_dir : "";
   return Status::Ok();
 }
 

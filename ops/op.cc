@@ -377,6 +377,7 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
     options.world_size = group.world;
     options.device_ordinal = group.device;
     options.rendezvous_timeout = absl::Milliseconds(group.rendezvous_timeout_ms);
+    options.rendezvous_dir = group.rendezvous_dir;
     ASSIGN_OR_RETURN(impl->rt, cuda::OverlapRuntime::Join(options, impl->cache.get()));
     const int cc = impl->rt->group().context().compute_capability();
     if (cc < kMinComputeCapability) {

@@ -136,6 +136,9 @@ Status CheckConfig(const GroupConfig& group, const OpConfig& op) {
   }
   if (group.device < 0) return Invalid("group.device " + std::to_string(group.device) + " < 0");
   if (group.rendezvous_timeout_ms <= 0) return Invalid("group.rendezvous_timeout_ms must be > 0");
+  if (!group.rendezvous_dir.empty() && group.rendezvous_dir.front() != '/') {
+    return Invalid("group.rendezvous_dir '" + group.rendezvous_dir + "' must be an absolute path");
+  }
   const int kind = static_cast<int>(op.kind);
   if (kind < 0 || kind > 2) return Invalid("op.kind " + std::to_string(kind) + " is unknown");
   const int dtype = static_cast<int>(op.dtype);

@@ -48,6 +48,10 @@ TEST(CheckConfigTest, NamesTheGroupFieldAtFault) {
   GroupConfig bad_device = Group(0, 2);
   bad_device.device = -1;
   ExpectInvalidNaming(CheckConfig(bad_device, AllGather(8192)), "group.device");
+  GroupConfig relative_dir = Group(0, 2);
+  relative_dir.rendezvous_dir = "run/syncopate";
+  ExpectInvalidNaming(CheckConfig(relative_dir, AllGather(8192)),
+                      "group.rendezvous_dir 'run/syncopate' must be an absolute path");
 }
 
 TEST(CheckConfigTest, NamesTheOpFieldAtFault) {

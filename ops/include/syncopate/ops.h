@@ -55,6 +55,10 @@ struct GroupConfig {
   int world = 1;
   int device = 0;  // CUDA device ordinal of this rank
   int64_t rendezvous_timeout_ms = 30000;
+  // Where the ranks' rendezvous sockets live: "" uses abstract socket names, which only
+  // processes of one network namespace share; ranks in separate containers of one node give a
+  // folder they all mount.
+  std::string rendezvous_dir;
 };
 
 // One bucket's path, set by the caller (e.g. from its own measurements: `ops_bench`): it wins

@@ -55,6 +55,7 @@ typedef struct {
   int32_t world;
   int32_t device;
   int64_t rendezvous_timeout_ms; /* 0: 30000 */
+  const char* rendezvous_dir;    /* NULL or "": abstract socket names (one network namespace) */
 } syncopate_group_config;
 
 #define SYNCOPATE_MAX_BUCKETS 16

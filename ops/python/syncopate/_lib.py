@@ -38,6 +38,7 @@ class GroupConfig(ctypes.Structure):
         ("world", ctypes.c_int32),
         ("device", ctypes.c_int32),
         ("rendezvous_timeout_ms", ctypes.c_int64),
+        ("rendezvous_dir", ctypes.c_char_p),
     ]
 
 

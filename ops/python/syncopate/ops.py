@@ -15,6 +15,7 @@ M (all ranks' rows) is any multiple of the world size up to max_m.
 import ctypes
 import operator
 from dataclasses import dataclass
+from typing import Optional
 
 from . import _lib
 from .errors import FAILED_PRECONDITION, SyncopateError, invalid_argument
@@ -30,6 +31,9 @@ class Group:
     world: int
     device: int = 0
     rendezvous_timeout_ms: int = 0  # 0: the library's default (30000)
+    # A folder every rank mounts, for ranks in separate containers (network namespaces); None:
+    # abstract socket names.
+    rendezvous_dir: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,13 @@ def _make_group_config(group):
                                               group.rendezvous_timeout_ms)
     if config.rendezvous_timeout_ms < 0:
         raise invalid_argument("group.rendezvous_timeout_ms must be >= 0 (0: the default)")
-    return config, job
+    rendezvous_dir = None
+    if group.rendezvous_dir:
+        if not isinstance(group.rendezvous_dir, str):
+            raise invalid_argument("group.rendezvous_dir must be a str")
+        rendezvous_dir = group.rendezvous_dir.encode("utf-8")
+        config.rendezvous_dir = rendezvous_dir
+    return config, (job, rendezvous_dir)  # the bytes must outlive the call
 
 
 def _path_info(path):

@@ -92,7 +92,8 @@ def _op_for(group_name, cls, n, k, dtype, m):
         generation = _generation.get(key, 0)
         _generation[key] = generation + 1
         op_group = Group(_job_name(group, cls.KIND, n, k, dtype, generation), group.rank,
-                         group.world, group.device, group.rendezvous_timeout_ms)
+                         group.world, group.device, group.rendezvous_timeout_ms,
+                         group.rendezvous_dir)
         op_max_m = max(m, max_m or 0)
         op = cls(op_group, op_max_m, n, k, dtype=dtype, **options)
         _ops[key] = op

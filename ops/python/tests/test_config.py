@@ -87,6 +87,15 @@ class CheckConfigTest(unittest.TestCase):
     def setUp(self):
         require_library(self)
 
+    def test_rendezvous_dir_reaches_the_library(self):
+        syncopate.check_config(Group("t0", 0, 2, rendezvous_dir="/run/syncopate"),
+                               "all_gather_matmul", 8192, 1024, 1024)
+        with self.assertRaises(SyncopateError) as cm:
+            syncopate.check_config(Group("t0", 0, 2, rendezvous_dir="run/syncopate"),
+                                   "all_gather_matmul", 8192, 1024, 1024)
+        self.assertIn("group.rendezvous_dir 'run/syncopate' must be an absolute path",
+                      cm.exception.message)
+
     def test_valid_config_passes(self):
         syncopate.check_config(Group("tp0", 1, 4), "matmul_all_reduce", 8192, 7168, 4096)
 
