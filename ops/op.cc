@@ -378,6 +378,15 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
     options.device_ordinal = group.device;
     options.rendezvous_timeout = absl::Milliseconds(group.rendezvous_timeout_ms);
     options.rendezvous_dir = group.rendezvous_dir;
+    if (group.bootstrap) {
+      options.bootstrap = [fn = group.bootstrap](
+                              std::string_view mine) -> absl::StatusOr<std::vector<std::string>> {
+        std::vector<std::string> all;
+        const Status s = fn(std::string(mine), &all);
+        if (!s.ok()) return ToAbsl(s);
+        return all;
+      };
+    }
     ASSIGN_OR_RETURN(impl->rt, cuda::OverlapRuntime::Join(options, impl->cache.get()));
     const int cc = impl->rt->group().context().compute_capability();
     if (cc < kMinComputeCapability) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "runtime/cuda/node_rendezvous.h"
 
 namespace syncopate::cuda {
 
@@ -55,9 +56,19 @@ absl::Status Group::Init() {
   const bool multi_node = static_cast<int>(members.size()) != world_size();
   const std::string rendezvous_id =
       multi_node ? absl::StrCat(options_.group_id, ".node", nodes_[rank()]) : options_.group_id;
-  absl::StatusOr<std::unique_ptr<NodeRendezvous>> connected = NodeRendezvous::Connect(
-      {rendezvous_id, index, static_cast<int>(members.size()), options_.rendezvous_dir,
-       options_.rendezvous_timeout});
+  absl::StatusOr<std::unique_ptr<Rendezvous>> connected;
+  if (options_.bootstrap) {
+    if (multi_node) {
+      return absl::InvalidArgumentError(
+          "bootstrap: an allgather callback forms one node's group; a group spanning nodes "
+          "rendezvouses per node on Unix sockets");
+    }
+    connected = CallbackRendezvous::Create(rendezvous_id, index, static_cast<int>(members.size()),
+                                           options_.bootstrap);
+  } else {
+    connected = NodeRendezvous::Connect({rendezvous_id, index, static_cast<int>(members.size()),
+                                         options_.rendezvous_dir, options_.rendezvous_timeout});
+  }
   if (!connected.ok() && multi_node) {
     // The rendezvous numbers this node's ranks from 0: say which global rank each number is.
     std::vector<std::string> legend;

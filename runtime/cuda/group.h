@@ -55,12 +55,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/cuda/callback_rendezvous.h"
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/copy_program.h"
 #include "runtime/cuda/gate_watch.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/launch_waits.h"
-#include "runtime/cuda/node_rendezvous.h"
+#include "runtime/cuda/rendezvous.h"
 #include "runtime/cuda/symmetric_memory.h"
 #include "syncopate/launch_abi.h"
 
@@ -84,6 +85,9 @@ struct GroupOptions {
   int device_ordinal = 0;
   std::string rendezvous_dir;  // empty: abstract Unix socket names
   absl::Duration rendezvous_timeout = absl::Seconds(30);
+  // The caller's allgather instead of the Unix-socket rendezvous (callback_rendezvous.h), for
+  // processes that cannot meet on sockets; one node's groups only.
+  BootstrapAllGather bootstrap;
 };
 
 // A 2D region of this rank's memory set to a reduction's identity at the start of every launch
@@ -164,7 +168,7 @@ class Group {
   const Context& context() const { return context_; }
   const DriverApi& api() const { return context_.api(); }
   SymmetricHeap& heap() { return *heap_; }
-  NodeRendezvous& rendezvous() { return *rendezvous_; }
+  Rendezvous& rendezvous() { return *rendezvous_; }
   bool broken() const { return broken_; }
   uint32_t epoch() const { return epoch_; }
 
@@ -250,7 +254,7 @@ class Group {
   GroupOptions options_;
   std::vector<int> nodes_;
   Context context_;
-  std::unique_ptr<NodeRendezvous> rendezvous_;
+  std::unique_ptr<Rendezvous> rendezvous_;
   std::unique_ptr<SymmetricHeap> heap_;
   SymmetricBuffer* control_ = nullptr;
   DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity],

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/base/scoped_fd.h"
+#include "runtime/cuda/rendezvous.h"
 
 namespace syncopate::cuda {
 
@@ -31,28 +32,23 @@ struct RendezvousOptions {
   absl::Duration timeout = absl::Seconds(30);  // for forming the group and for each exchange
 };
 
-struct PeerMessage {
-  std::string bytes;
-  std::vector<ScopedFd> fds;
-};
-
-class NodeRendezvous {
+class NodeRendezvous : public Rendezvous {
  public:
   // Forms the group: returns when every rank is connected, or DeadlineExceeded naming the ranks
   // that did not connect within options.timeout.
   static absl::StatusOr<std::unique_ptr<NodeRendezvous>> Connect(const RendezvousOptions& options);
-  ~NodeRendezvous();
+  ~NodeRendezvous() override;
 
-  int rank() const { return options_.rank; }
-  int world_size() const { return options_.world_size; }
-  const std::string& group_id() const { return options_.group_id; }
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  const std::string& group_id() const override { return options_.group_id; }
 
   // Sends (bytes, fds) to every peer and returns every rank's message, indexed by rank (this
   // rank's slot holds a copy of its own bytes and no fds). The fds are duplicated by the kernel;
   // the caller keeps its own. At most 250 fds per call.
   absl::StatusOr<std::vector<PeerMessage>> AllGather(std::string_view bytes,
-                                                     std::span<const int> fds = {});
-  absl::Status Barrier();
+                                                     std::span<const int> fds = {}) override;
+  absl::Status Barrier() override;
 
  private:
   explicit NodeRendezvous(RendezvousOptions options) : options_(std::move(options)) {}

@@ -8,7 +8,7 @@
 
 namespace syncopate::cuda {
 
-SymmetricHeap::SymmetricHeap(const Context& context, NodeRendezvous& rendezvous,
+SymmetricHeap::SymmetricHeap(const Context& context, Rendezvous& rendezvous,
                              std::vector<int> members, int world_size)
     : context_(context),
       rendezvous_(rendezvous),

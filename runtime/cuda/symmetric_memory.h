@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/cuda/handles.h"
-#include "runtime/cuda/node_rendezvous.h"
+#include "runtime/cuda/rendezvous.h"
 
 namespace syncopate::cuda {
 
@@ -51,7 +51,7 @@ class SymmetricHeap {
   // `context` must outlive the heap; `rendezvous` is shared with other users of the group.
   // `members`: the global rank of each rendezvous index (empty: the identity, every rank of
   // `world_size` on this node; world_size 0: the rendezvous' world).
-  SymmetricHeap(const Context& context, NodeRendezvous& rendezvous, std::vector<int> members = {},
+  SymmetricHeap(const Context& context, Rendezvous& rendezvous, std::vector<int> members = {},
                 int world_size = 0);
 
   // Collective. Returns the buffer (owned by the heap, valid until the heap dies). Size is rounded
@@ -66,7 +66,7 @@ class SymmetricHeap {
 
  private:
   const Context& context_;
-  NodeRendezvous& rendezvous_;
+  Rendezvous& rendezvous_;
   std::vector<int> members_;  // rendezvous index -> global rank
   int world_size_ = 0;
   std::map<std::string, std::unique_ptr<SymmetricBuffer>> buffers_;

@@ -19,6 +19,7 @@
 #include "core/base/status_macros.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
+#include "runtime/cuda/node_rendezvous.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/workloads.h"
 #include "syncopate/ops.h"
@@ -100,6 +101,7 @@ struct Case {
   Backend backend = Backend::kAuto;
   PathPreference path = PathPreference::kAuto;
   int chunks = 0;
+  bool bootstrap = false;  // the group forms through a caller's allgather, not the sockets
 };
 
 // This rank's expected output of a run at `m` with weight `weight`.
@@ -178,8 +180,19 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   config.chunks = c.chunks;
   config.timeout_ms = 20000;
   config.cache_dir = workloads::TestCacheDir();
-  Result<std::unique_ptr<Op>> created =
-      Op::Create({.job = job, .rank = rank, .world = c.world}, config);
+  GroupConfig group{.job = job, .rank = rank, .world = c.world};
+  std::unique_ptr<cuda::NodeRendezvous> bytes_only;  // the "caller's" allgather: bytes only
+  if (c.bootstrap) {
+    ASSIGN_OR_RETURN(bytes_only, cuda::NodeRendezvous::Connect(
+                                     {job + "_caller", rank, c.world, "", absl::Seconds(30)}));
+    group.bootstrap = [&bytes_only](const std::string& mine, std::vector<std::string>* all) {
+      absl::StatusOr<std::vector<cuda::PeerMessage>> got = bytes_only->AllGather(mine);
+      if (!got.ok()) return Status(StatusCode::kUnavailable, std::string(got.status().message()));
+      for (cuda::PeerMessage& m : *got) all->push_back(std::move(m.bytes));
+      return Status::Ok();
+    };
+  }
+  Result<std::unique_ptr<Op>> created = Op::Create(group, config);
   OPS_RETURN_IF_ERROR(created.status());
   Op& op = **created;
   ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
@@ -267,7 +280,8 @@ INSTANTIATE_TEST_SUITE_P(
              .world = 4,
              .path = PathPreference::kFused},
         Case{.name = "ar_auto", .kind = OpKind::kMatmulAllReduce},
-        Case{.name = "ar_fused", .kind = OpKind::kMatmulAllReduce, .path = PathPreference::kFused}),
+        Case{.name = "ar_fused", .kind = OpKind::kMatmulAllReduce, .path = PathPreference::kFused},
+        Case{.name = "ag_bootstrap_callback", .kind = OpKind::kAllGatherMatmul, .bootstrap = true}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // A run inside a stream capture is refused (the epoch would repeat on replay), and the op stays

@@ -29,6 +29,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,12 @@ struct GroupConfig {
   // processes of one network namespace share; ranks in separate containers of one node give a
   // folder they all mount.
   std::string rendezvous_dir;
+  // The caller's allgather (e.g. over torch.distributed) instead of the sockets: given this
+  // rank's message, fills `all` with every rank's, indexed by rank; every rank calls it in the
+  // same order, and it bounds its own waits. The symmetric workspace's handles then travel by
+  // pidfd_getfd(2), which needs ptrace permission over the peer processes (same user; Create
+  // grants it where Yama asks).
+  std::function<Status(const std::string& mine, std::vector<std::string>* all)> bootstrap;
 };
 
 // One bucket's path, set by the caller (e.g. from its own measurements: `ops_bench`): it wins
