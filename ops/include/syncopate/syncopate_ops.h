@@ -48,6 +48,15 @@ typedef enum {
   SYNCOPATE_PATH_UNFUSED = 2
 } syncopate_path_preference;
 
+/* Inside a bootstrap allgather: hands rank `rank`'s message to the library (copied). */
+typedef void (*syncopate_deliver_fn)(void* deliver_ctx, int32_t rank, const char* data,
+                                     uint64_t length);
+/* The caller's allgather (e.g. over torch.distributed): sends `mine` to every rank, then calls
+ * deliver(deliver_ctx, r, ...) once for every rank r (its own too); returns SYNCOPATE_OK or an
+ * error code. Called during syncopate_op_create only, by every rank in the same order. */
+typedef int32_t (*syncopate_allgather_fn)(void* user_data, const char* mine, uint64_t length,
+                                          syncopate_deliver_fn deliver, void* deliver_ctx);
+
 typedef struct {
   uint32_t struct_size;
   const char* job; /* unique per group on the node */
@@ -56,6 +65,10 @@ typedef struct {
   int32_t device;
   int64_t rendezvous_timeout_ms; /* 0: 30000 */
   const char* rendezvous_dir;    /* NULL or "": abstract socket names (one network namespace) */
+  /* NULL: the Unix-socket rendezvous; else the caller's allgather (syncopate::ops::GroupConfig::
+   * bootstrap: the workspace's handles then travel by pidfd_getfd) */
+  syncopate_allgather_fn bootstrap;
+  void* bootstrap_user_data;
 } syncopate_group_config;
 
 #define SYNCOPATE_MAX_BUCKETS 16

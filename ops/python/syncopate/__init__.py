@@ -14,7 +14,7 @@ explicitly) registers torch.ops.syncopate.* mirroring torch.ops.symm_mem's fused
 from ._lib import abi_version, library_path
 from .errors import SyncopateError
 from .ops import (AllGatherMatmul, Group, MatmulAllReduce, MatmulReduceScatter, PathInfo,
-                  check_config, check_run_shapes, choose_path)
+                  check_config, check_run_shapes, choose_path, torch_allgather)
 from .tensors import TensorInfo, current_stream, tensor_info
 
 __version__ = "0.1.0"
@@ -34,5 +34,6 @@ __all__ = [
     "current_stream",
     "library_path",
     "tensor_info",
+    "torch_allgather",
     "__version__",
 ]

@@ -29,6 +29,13 @@ BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
 PATHS = {"auto": 0, "fused": 1, "unfused": 2}
 
 
+# syncopate_deliver_fn and syncopate_allgather_fn (the bootstrap callback's C types).
+DELIVER_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                              ctypes.c_uint64)
+ALLGATHER_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char),
+                                ctypes.c_uint64, DELIVER_FN, ctypes.c_void_p)
+
+
 class GroupConfig(ctypes.Structure):
     """syncopate_group_config."""
     _fields_ = [
@@ -39,6 +46,8 @@ class GroupConfig(ctypes.Structure):
         ("device", ctypes.c_int32),
         ("rendezvous_timeout_ms", ctypes.c_int64),
         ("rendezvous_dir", ctypes.c_char_p),
+        ("bootstrap", ALLGATHER_FN),
+        ("bootstrap_user_data", ctypes.c_void_p),
     ]
 
 

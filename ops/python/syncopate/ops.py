@@ -15,7 +15,7 @@ M (all ranks' rows) is any multiple of the world size up to max_m.
 import ctypes
 import operator
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from . import _lib
 from .errors import FAILED_PRECONDITION, SyncopateError, invalid_argument
@@ -34,6 +34,9 @@ class Group:
     # A folder every rank mounts, for ranks in separate containers (network namespaces); None:
     # abstract socket names.
     rendezvous_dir: Optional[str] = None
+    # The caller's allgather instead of the sockets: bytes -> every rank's bytes, by rank (e.g.
+    # torch_allgather()). Called during the op's creation only.
+    allgather: Optional[Callable[[bytes], Sequence[bytes]]] = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,47 @@ def _make_group_config(group):
             raise invalid_argument("group.rendezvous_dir must be a str")
         rendezvous_dir = group.rendezvous_dir.encode("utf-8")
         config.rendezvous_dir = rendezvous_dir
-    return config, (job, rendezvous_dir)  # the bytes must outlive the call
+    callback = None
+    if group.allgather is not None:
+        if not callable(group.allgather):
+            raise invalid_argument("group.allgather must be callable (bytes -> list of bytes)")
+        callback = _allgather_callback(group.allgather)
+        config.bootstrap = callback
+    return config, (job, rendezvous_dir, callback)  # all must outlive the call
+
+
+def _allgather_callback(allgather):
+    """The C syncopate_allgather_fn over a Python allgather. Exceptions never cross into C: they
+    become UNAVAILABLE, and the exception is kept on the callback (.errors) for the message."""
+    errors = []
+
+    def call(user_data, mine, length, deliver, deliver_ctx):
+        try:
+            all_bytes = allgather(ctypes.string_at(mine, length))
+            for rank, data in enumerate(all_bytes):
+                data = bytes(data)
+                deliver(deliver_ctx, rank, data, len(data))
+            return 0
+        except Exception as e:  # noqa: BLE001 - must not unwind through C
+            errors.append("%s: %s" % (type(e).__name__, e))
+            return 14  # UNAVAILABLE
+
+    callback = _lib.ALLGATHER_FN(call)
+    callback.errors = errors
+    return callback
+
+
+def torch_allgather(process_group=None):
+    """A Group.allgather over torch.distributed (all_gather_object on `process_group`, or the
+    default group); imports torch only when called."""
+    import torch.distributed as dist
+
+    def allgather(mine):
+        out = [None] * dist.get_world_size(process_group)
+        dist.all_gather_object(out, mine, group=process_group)
+        return out
+
+    return allgather
 
 
 def _path_info(path):
@@ -283,8 +326,16 @@ class _Op:
         _lib.check(lib.syncopate_check_config(ctypes.byref(group_config),
                                               ctypes.byref(op_config)))
         handle = _lib.OpHandle()
-        _lib.check(lib.syncopate_op_create(ctypes.byref(group_config), ctypes.byref(op_config),
-                                           ctypes.byref(handle)))
+        callback = job[2]
+        try:
+            _lib.check(lib.syncopate_op_create(ctypes.byref(group_config),
+                                               ctypes.byref(op_config), ctypes.byref(handle)))
+        except SyncopateError as e:
+            if callback is not None and callback.errors:
+                raise SyncopateError(e.code, "%s (group.allgather raised %s)" %
+                                     (e.message, "; ".join(callback.errors)),
+                                     e.code_name) from None
+            raise
         self._lib = lib  # kept for __del__ at interpreter exit
         self._handle = handle
 

@@ -34,7 +34,8 @@ class LibraryTest(unittest.TestCase):
     def test_struct_layouts_match_the_header(self):
         # sizeof/offsetof of syncopate_ops.h's structs on x86-64/aarch64 Linux (LP64), as gcc
         # lays them out.
-        self.assertEqual(ctypes.sizeof(_lib.GroupConfig), 48)
+        self.assertEqual(ctypes.sizeof(_lib.GroupConfig), 64)
+        self.assertEqual(_lib.GroupConfig.bootstrap.offset, 48)
         self.assertEqual(_lib.GroupConfig.rendezvous_dir.offset, 40)
         self.assertEqual(_lib.GroupConfig.rendezvous_timeout_ms.offset, 32)
         self.assertEqual(ctypes.sizeof(_lib.OpConfig), 592)
