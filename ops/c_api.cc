@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/c_bootstrap.h"
 #include "syncopate/ops.h"
 #include "syncopate/syncopate_ops.h"
 
@@ -46,51 +47,6 @@ int32_t Guarded(Body&& body) {
   }
 }
 
-// The C caller's allgather as GroupConfig::bootstrap: each rank's message arrives through
-// Deliver; a rank never delivered, or delivered out of range, is an error naming it.
-struct Delivery {
-  std::vector<std::string>* all;
-  std::vector<bool> seen;
-  std::string problem;
-};
-
-void Deliver(void* ctx, int32_t rank, const char* data, uint64_t length) {
-  auto* d = static_cast<Delivery*>(ctx);
-  if (rank < 0 || rank >= static_cast<int32_t>(d->seen.size())) {
-    d->problem = "delivered rank " + std::to_string(rank) + " of " + std::to_string(d->seen.size());
-    return;
-  }
-  (*d->all)[rank].assign(data, length);
-  d->seen[rank] = true;
-}
-
-std::function<Status(const std::string&, std::vector<std::string>*)> BootstrapOf(
-    syncopate_allgather_fn fn, void* user_data) {
-  return [fn, user_data](const std::string& mine, std::vector<std::string>* all) {
-    // The world size is not known here: the runtime checks the count; collect up to 4096 ranks.
-    constexpr int kMaxRanks = 4096;
-    all->assign(kMaxRanks, "");
-    Delivery d{all, std::vector<bool>(kMaxRanks, false), ""};
-    const int32_t code = fn(user_data, mine.data(), mine.size(), &Deliver, &d);
-    if (code != SYNCOPATE_OK) {
-      return Status(static_cast<StatusCode>(code),
-                    std::string("the caller's allgather returned ") + syncopate_status_name(code));
-    }
-    if (!d.problem.empty()) return Status(StatusCode::kInvalidArgument, d.problem);
-    size_t delivered = 0;
-    while (delivered < d.seen.size() && d.seen[delivered]) ++delivered;
-    for (size_t r = delivered; r < d.seen.size(); ++r) {
-      if (d.seen[r]) {
-        return Status(StatusCode::kInvalidArgument, "the caller's allgather delivered rank " +
-                                                        std::to_string(r) + " but not rank " +
-                                                        std::to_string(delivered));
-      }
-    }
-    all->resize(delivered);
-    return Status::Ok();
-  };
-}
-
 // A caller's struct: not NULL, and at least as large as this library's (struct_size first).
 template <class CStruct>
 Status CheckStruct(const CStruct* in, const char* what, const char* type) {
@@ -111,7 +67,8 @@ Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
   out.device = in->device;
   if (in->rendezvous_timeout_ms != 0) out.rendezvous_timeout_ms = in->rendezvous_timeout_ms;
   out.rendezvous_dir = in->rendezvous_dir != nullptr ? in->rendezvous_dir : "";
-  if (in->bootstrap != nullptr) out.bootstrap = BootstrapOf(in->bootstrap, in->bootstrap_user_data);
+  if (in->bootstrap != nullptr)
+    out.bootstrap = ops::BootstrapOf(in->bootstrap, in->bootstrap_user_data);
   return Status::Ok();
 }
 
