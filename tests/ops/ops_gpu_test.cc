@@ -165,23 +165,28 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                    FromBits(bits[first], dtype), ", want ", expected[first]));
 }
 
-// One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked.
-absl::Status RunCase(const Case& c, const std::string& job, int rank) {
-  constexpr int64_t kMaxM = 2048, kN = 256;
-  const int64_t k = 256 / c.world;
+constexpr int64_t kMaxM = 2048, kN = 256;
+
+OpConfig OpConfigFor(const Case& c) {
   OpConfig config;
   config.kind = c.kind;
   config.max_m = kMaxM;
   config.n = kN;
-  config.k = k;
+  config.k = 256 / c.world;  // sums over k (and ranks) stay exact: see the file comment
   config.dtype = c.dtype;
   config.backend = c.backend;
   config.path = c.path;
   config.chunks = c.chunks;
   config.timeout_ms = 20000;
   config.cache_dir = workloads::TestCacheDir();
+  return config;
+}
+
+// Creates rank `rank`'s op of case `c`; with c.bootstrap the group forms through `bytes_only`, a
+// socket rendezvous of its own standing in for the caller's allgather (bytes only).
+absl::StatusOr<std::unique_ptr<Op>> CreateOp(const Case& c, const std::string& job, int rank,
+                                             std::unique_ptr<cuda::NodeRendezvous>& bytes_only) {
   GroupConfig group{.job = job, .rank = rank, .world = c.world};
-  std::unique_ptr<cuda::NodeRendezvous> bytes_only;  // the "caller's" allgather: bytes only
   if (c.bootstrap) {
     ASSIGN_OR_RETURN(bytes_only, cuda::NodeRendezvous::Connect(
                                      {job + "_caller", rank, c.world, "", absl::Seconds(30)}));
@@ -192,9 +197,17 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
       return Status::Ok();
     };
   }
-  Result<std::unique_ptr<Op>> created = Op::Create(group, config);
+  Result<std::unique_ptr<Op>> created = Op::Create(group, OpConfigFor(c));
   OPS_RETURN_IF_ERROR(created.status());
-  Op& op = **created;
+  return std::move(*created);
+}
+
+// One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked.
+absl::Status RunCase(const Case& c, const std::string& job, int rank) {
+  const int64_t k = 256 / c.world;
+  std::unique_ptr<cuda::NodeRendezvous> bytes_only;
+  ASSIGN_OR_RETURN(std::unique_ptr<Op> created, CreateOp(c, job, rank, bytes_only));
+  Op& op = *created;
   ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
   const bool gather = c.kind == OpKind::kAllGatherMatmul;
   const int64_t a_rows = gather ? kMaxM / c.world : kMaxM;
@@ -282,6 +295,64 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.name = "ar_auto", .kind = OpKind::kMatmulAllReduce},
         Case{.name = "ar_fused", .kind = OpKind::kMatmulAllReduce, .path = PathPreference::kFused},
         Case{.name = "ag_bootstrap_callback", .kind = OpKind::kAllGatherMatmul, .bootstrap = true}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// An engine's loop on one op: 1,000 runs whose M cycles over two buckets' own Ms, Ms that pad
+// and a small M on the unfused path, each M's input in its own device buffer (uploaded once),
+// every output checked on every element.
+absl::Status RunEngineLoop(const Case& c, const std::string& job, int rank) {
+  constexpr int kRuns = 1000;
+  const int64_t k = 256 / c.world;
+  std::unique_ptr<cuda::NodeRendezvous> bytes_only;
+  ASSIGN_OR_RETURN(std::unique_ptr<Op> op, CreateOp(c, job, rank, bytes_only));
+  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+  const bool gather = c.kind == OpKind::kAllGatherMatmul;
+  const std::vector<int64_t> ms = {2048, 1000, 512, int64_t{8} * c.world};
+  std::vector<cuda::DeviceBuffer> inputs;
+  std::vector<std::vector<float>> expected;
+  for (int64_t m : ms) {
+    const int64_t rows = gather ? m / c.world : m;
+    ASSIGN_OR_RETURN(inputs.emplace_back(), cuda::DeviceBuffer::Allocate(*api, rows * k * 2));
+    RETURN_IF_ERROR(Upload(*api, inputs.back().get(), Matrix(SeedA(rank), rows, k), c.dtype));
+    expected.push_back(Expected(c, rank, m, kN, k, 0));
+  }
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer weight, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
+  RETURN_IF_ERROR(Upload(*api, weight.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, kMaxM * kN * 2));
+  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+  for (int i = 0; i < kRuns; ++i) {
+    const size_t j = static_cast<size_t>(i * 3 + i / 4) % ms.size();  // every M after every M
+    const RunArgs args{.m = ms[j], .a = inputs[j].get(), .b = weight.get(), .c = out.get()};
+    Status ran = op->Run(args, stream.get());
+    if (ran.ok()) ran = op->Synchronize(stream.get());
+    const std::string what = absl::StrCat(c.name, " rank ", rank, " run ", i, " M=", ms[j]);
+    if (!ran.ok()) return absl::Status(ToAbsl(ran).code(), absl::StrCat(what, ": ", ran.message()));
+    RETURN_IF_ERROR(ExpectEqual(*api, out.get(), expected[j], kN, c.dtype, what));
+  }
+  return absl::OkStatus();
+}
+
+class OpsEngineLoopTest : public OpsGpuTest {};
+
+TEST_P(OpsEngineLoopTest, AThousandRunsAcrossBucketsAreAllRight) {
+  const Case c = GetParam();
+  const std::string job = workloads::UniqueGroupId("ops_loop");
+  std::vector<absl::Status> results = workloads::RunRanks(
+      c.world, absl::Minutes(6), [&](int rank) { return RunEngineLoop(c, job, rank); });
+  for (int r = 0; r < c.world; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, OpsEngineLoopTest,
+    ::testing::Values(
+        Case{.name = "ag_w2_sm", .kind = OpKind::kAllGatherMatmul, .backend = Backend::kSm},
+        Case{.name = "ag_w2_ce", .kind = OpKind::kAllGatherMatmul, .backend = Backend::kCopyEngine},
+        Case{.name = "ag_w4_sm", .kind = OpKind::kAllGatherMatmul, .world = 4},
+        Case{.name = "rs_w4", .kind = OpKind::kMatmulReduceScatter, .world = 4},
+        Case{.name = "ar_w2_fused",
+             .kind = OpKind::kMatmulAllReduce,
+             .path = PathPreference::kFused}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // A run inside a stream capture is refused (the epoch would repeat on replay), and the op stays
