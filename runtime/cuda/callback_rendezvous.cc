@@ -100,34 +100,47 @@ absl::StatusOr<std::vector<PeerMessage>> CallbackRendezvous::AllGather(std::stri
                    "\n", Absl(bytes));
   ASSIGN_OR_RETURN(std::vector<std::string> bodies, Round("allgather", body));
   std::vector<PeerMessage> out(world_size_);
-  for (int q = 0; q < world_size_; ++q) {
-    const std::string& b = bodies[q];
-    const size_t newline = b.find('\n');
-    std::vector<absl::string_view> head =
-        absl::StrSplit(absl::string_view(b).substr(0, newline), absl::MaxSplits(' ', 1));
-    int pid = 0;
-    if (newline == std::string::npos || head.size() != 2 || !absl::SimpleAtoi(head[0], &pid)) {
-      return absl::DataLossError(absl::StrCat("bootstrap: rank ", q, "'s message is malformed"));
-    }
-    out[q].bytes = b.substr(newline + 1);
-    if (q == rank_ || head[1].empty()) continue;
-    for (absl::string_view number : absl::StrSplit(head[1], ',')) {
-      int fd = -1;
-      if (!absl::SimpleAtoi(number, &fd)) {
-        return absl::DataLossError(absl::StrCat("bootstrap: rank ", q, " sent fd '", number, "'"));
-      }
-      absl::StatusOr<ScopedFd> copy = FetchFd(pid, fd);
-      if (!copy.ok()) {
-        return absl::Status(copy.status().code(), absl::StrCat("bootstrap: rank ", q,
-                                                               "'s fd: ", copy.status().message()));
-      }
-      out[q].fds.push_back(*std::move(copy));
-    }
+  absl::Status fetched = absl::OkStatus();
+  for (int q = 0; q < world_size_ && fetched.ok(); ++q) {
+    fetched = Receive(q, bodies[q], out[q]);
   }
   // Nobody returns (and may close its fds) before every rank has its copies: a round every rank
-  // makes, with fds or without.
-  RETURN_IF_ERROR(Round("fetched", "").status());
+  // makes, failed or not, carrying its failure so that no peer waits on it.
+  const std::string failure(fetched.ok() ? "" : fetched.message());
+  ASSIGN_OR_RETURN(std::vector<std::string> outcomes, Round("fetched", failure));
+  if (!fetched.ok()) return fetched;
+  for (int q = 0; q < world_size_; ++q) {
+    if (!outcomes[q].empty()) {
+      return absl::AbortedError(absl::StrCat("bootstrap: rank ", q, " failed: ", outcomes[q]));
+    }
+  }
   return out;
+}
+
+// Rank q's "<pid> <fd>,<fd>,...\n<bytes>": the bytes, and copies of its fds (none of our own).
+absl::Status CallbackRendezvous::Receive(int q, const std::string& body, PeerMessage& out) {
+  const size_t newline = body.find('\n');
+  std::vector<absl::string_view> head =
+      absl::StrSplit(absl::string_view(body).substr(0, newline), absl::MaxSplits(' ', 1));
+  int pid = 0;
+  if (newline == std::string::npos || head.size() != 2 || !absl::SimpleAtoi(head[0], &pid)) {
+    return absl::DataLossError(absl::StrCat("bootstrap: rank ", q, "'s message is malformed"));
+  }
+  out.bytes = body.substr(newline + 1);
+  if (q == rank_ || head[1].empty()) return absl::OkStatus();
+  for (absl::string_view number : absl::StrSplit(head[1], ',')) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(number, &fd)) {
+      return absl::DataLossError(absl::StrCat("bootstrap: rank ", q, " sent fd '", number, "'"));
+    }
+    absl::StatusOr<ScopedFd> copy = FetchFd(pid, fd);
+    if (!copy.ok()) {
+      return absl::Status(copy.status().code(),
+                          absl::StrCat("bootstrap: rank ", q, "'s fd: ", copy.status().message()));
+    }
+    out.fds.push_back(*std::move(copy));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CallbackRendezvous::Barrier() { return Round("barrier", "").status(); }

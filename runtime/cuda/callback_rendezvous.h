@@ -4,9 +4,11 @@
 // receiver duplicates it from the sender with pidfd_getfd(2). That needs ptrace permission over
 // the sender: same user, and where Yama's ptrace_scope is 1 the sender's consent, which Create
 // gives (prctl PR_SET_PTRACER_ANY); ptrace_scope 2 or 3 needs CAP_SYS_PTRACE. Each AllGather
-// with fds ends with a second callback round, so no sender closes an fd before every receiver
-// has its copy. A callback that fails or returns the wrong number of messages, and a peer whose
-// message is from another call (a rank calling the collectives in another order), are errors
+// ends with a second callback round, so no sender closes an fd before every receiver has its
+// copy; a rank that could not take its copies says so in that round, and every rank fails
+// naming it (none waits for it). A callback that fails or returns the wrong number of messages,
+// and a peer whose message is from another call (a rank calling the collectives in another
+// order), are errors
 // naming the call and the rank. The callback bounds its own waits.
 //
 // Thread-safety: as Rendezvous.
@@ -48,6 +50,7 @@ class CallbackRendezvous : public Rendezvous {
         allgather_(std::move(allgather)) {}
   // One callback round of `body` under this call's header; every rank's body.
   absl::StatusOr<std::vector<std::string>> Round(std::string_view kind, std::string_view body);
+  absl::Status Receive(int q, const std::string& body, PeerMessage& out);
 
   std::string group_id_;
   int rank_ = 0;

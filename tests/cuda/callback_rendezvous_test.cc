@@ -92,6 +92,36 @@ TEST(CallbackRendezvousTest, ARankCallingInAnotherOrderIsNamed) {
   EXPECT_THAT(std::string(results[1].message()), HasSubstr("rank 0 sent"));
 }
 
+// Rank 1's message names an fd it does not have: ranks 0 and 2 cannot copy it, say so in the
+// closing round, and every rank (rank 1 too) fails naming who failed; nobody waits for anyone.
+TEST(CallbackRendezvousTest, AnFdThatCannotBeCopiedFailsEveryRankNamingIt) {
+  const std::string group = UniqueGroupId("cbrv_badfd");
+  constexpr int kWorld = 3;
+  std::vector<absl::Status> results = RunRanks(kWorld, absl::Seconds(60), [&](int rank) {
+    absl::StatusOr<std::unique_ptr<NodeRendezvous>> sockets = Sockets(group, rank, kWorld);
+    if (!sockets.ok()) return sockets.status();
+    BootstrapAllGather honest = OverSockets(**sockets);
+    BootstrapAllGather lying = [&](std::string_view mine) {
+      std::string m(mine);
+      const size_t fds = m.find(' ', m.find('\n') + 1) + 1;  // after "<pid> " in the body
+      if (rank == 1 && fds != 0 && m.compare(fds, 1, "\n") != 0) {
+        m.replace(fds, m.find('\n', fds) - fds, "987654");
+      }
+      return honest(m);
+    };
+    absl::StatusOr<std::unique_ptr<CallbackRendezvous>> rv =
+        CallbackRendezvous::Create(group, rank, kWorld, lying);
+    if (!rv.ok()) return rv.status();
+    int fd[1] = {::memfd_create("cbrv", MFD_CLOEXEC)};
+    absl::Status s = (*rv)->AllGather("x", std::span<const int>(fd, 1)).status();
+    ::close(fd[0]);
+    return s;
+  });
+  EXPECT_THAT(std::string(results[0].message()), HasSubstr("bootstrap: rank 1's fd: pidfd_getfd"));
+  EXPECT_THAT(std::string(results[1].message()), HasSubstr("bootstrap: rank 0 failed"));
+  EXPECT_THAT(std::string(results[2].message()), HasSubstr("bootstrap: rank 1's fd"));
+}
+
 TEST(CallbackRendezvousTest, CallbackFailuresAreNamed) {
   absl::StatusOr<std::unique_ptr<CallbackRendezvous>> failing = CallbackRendezvous::Create(
       "g", 0, 1, [](std::string_view) -> absl::StatusOr<std::vector<std::string>> {
