@@ -21,7 +21,9 @@
 // smallest bucket >= M, padding each rank's rows. Per bucket, the op runs either the fused kernel
 // (every tile waits only for the chunks it reads; chunks leave as soon as written) or the unfused
 // sequence (the local GEMM, then the same plan's transfers). Which one depends only on the config
-// and M (ChoosePath), so every rank takes the same path; Path(m) says which and why.
+// and M (ChoosePath: OpConfig::bucket_paths, else the path preference, else a heuristic; Create
+// first adds the paths `ops_bench --tune` measured into cache_dir), so every rank of a node takes
+// the same path; Path(m) says which and why.
 //
 // Thread-safety: one thread at a time per Op. Ops of one process must have distinct jobs.
 #pragma once
