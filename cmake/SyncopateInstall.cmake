@@ -60,3 +60,10 @@ install(CODE "configure_file(\"${PROJECT_BINARY_DIR}/cmake/syncopate.pc.configur
                              \"${PROJECT_BINARY_DIR}/cmake/syncopate.pc\" @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/cmake/syncopate.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The syncopate Python package (ops/python) beside the library, so that
+# PYTHONPATH=<prefix>/<libdir>/python3/site-packages finds both with nothing else installed
+# (`pip install ops/python` is the other way; the package looks for the library next to itself).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/ops/python/syncopate
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/site-packages
+        PATTERN __pycache__ EXCLUDE)

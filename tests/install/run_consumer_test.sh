@@ -86,4 +86,20 @@ run "$work/cc.log" "compiling consumer_c.c with pkg-config's flags" \
 step "running consumer_c (pkg-config)"
 "$work/consumer_c_pkgconfig" || fail "consumer_c (built through pkg-config) failed"
 
+# (c) the Python package installed beside the library finds it with no hint (no
+# SYNCOPATE_LIBRARY), and its pure calls work.
+if command -v python3 >/dev/null; then
+  step "importing the installed Python package"
+  env -u SYNCOPATE_LIBRARY PYTHONPATH="$libdir/python3/site-packages" PYTHONDONTWRITEBYTECODE=1 \
+    python3 - "$libdir" <<'PY' || fail "the installed Python package did not work"
+import os, sys, syncopate
+assert syncopate.abi_version() == 1, syncopate.abi_version()
+found = os.path.realpath(syncopate.library_path())
+assert found.startswith(os.path.realpath(sys.argv[1])), found
+p = syncopate.choose_path("all_gather_matmul", 2, 8192, 1024, 1024, 4096)
+assert p.bucket_m >= 4096 and p.reason, p
+print("python: abi 1, library", found, "| m=4096:", p.reason)
+PY
+fi
+
 step "PASS"
