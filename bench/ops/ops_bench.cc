@@ -3,8 +3,8 @@
 //   - the GPU time of a run (events around --reps runs, inputs copied in and outputs out
 //     included, as the engine pays them), against cuBLAS's time for the same per-rank GEMM
 //     measured by the same rank in the same run;
-//   - the host time of one Run call (--calls calls issued back to back, averaged; the goal is
-//     10 us at M=128 with everything cached).
+//   - the host time of one Run call (--calls calls issued back to back after a sync, averaged;
+//     the goal is 10 us at M=128 with everything cached).
 // Rank 0 prints one row per M; each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
 #include <chrono>
@@ -36,7 +36,9 @@ struct BenchConfig {
   std::string path = "auto", backend = "auto";
   int chunks = 0;
   int reps = 20;
-  int calls = 200;
+  // Fewer Run calls than the launch queue holds (each issues ~10 stream operations): with 200 the
+  // loop waited for the GPU (bench/RESULTS.md, 2026-12-05 fourth session), not for the calls.
+  int calls = 20;
   std::string cache_dir;
   bool tune = false;
 };
