@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/base/atomic_file.h"
 #include "core/base/scoped_fd.h"
 #include "core/base/status_macros.h"
 
@@ -87,16 +87,6 @@ std::string Format(const TuningKey& key, const TunedGemm& v) {
                   FormatDouble(v.ms), "\n");
   if (v.vs_cublas) absl::StrAppend(&out, "vs_cublas ", FormatDouble(*v.vs_cublas), "\n");
   return out;
-}
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write '", path, "'"));
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
 }
 
 // One parsed line: its number and text (for messages) and its value.
@@ -197,35 +187,7 @@ absl::Status TuningTable::Store(const TuningKey& key, const TunedGemm& value) co
     return absl::UnavailableError(
         absl::StrCat("cannot create tuning directory '", dir_, "': ", ec.message()));
   }
-  // A name no other writer (thread or process) uses: the rename is the only shared step.
-  static std::atomic<uint64_t> counter{0};
-  const std::string path = PathFor(key);
-  const std::string temp =
-      absl::StrCat(dir_, "/.tmp.", ::getpid(), ".", counter.fetch_add(1), ".tune");
-  {
-    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot create '", temp, "'"));
-    }
-    absl::Status written = WriteAll(fd.get(), Format(key, value), temp);
-    if (written.ok() && ::fsync(fd.get()) != 0) {
-      written = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync '", temp, "'"));
-    }
-    if (!written.ok()) {
-      ::unlink(temp.c_str());
-      return written;
-    }
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot rename '", temp, "' to '", path, "'"));
-  }
-  // The rename is durable only once the directory is synced; a failure here loses nothing now.
-  if (ScopedFd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); dir.valid()) {
-    ::fsync(dir.get());
-  }
-  return absl::OkStatus();
+  return ReplaceFileAtomically(PathFor(key), Format(key, value));
 }
 
 absl::StatusOr<TunedGemm> TuningTable::Lookup(const TuningKey& key) const {

@@ -1,10 +1,7 @@
 // The ops' measured per-bucket paths; see op_tuning.h.
 #include "ops/core/op_tuning.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -14,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/base/atomic_file.h"
 
 namespace syncopate::ops {
 namespace {
@@ -77,23 +75,11 @@ absl::Status StoreOpTuning(const std::string& cache_dir, const OpTuningKey& key,
   const std::string path = OpTuningPath(cache_dir, key);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec)
+  if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot create ", path, "'s folder: ", ec.message()));
-  // A name no other writer uses: the rename is the only shared step.
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write '", temp, "'"));
   }
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::filesystem::remove(temp, ec);
-    return absl::UnavailableError(absl::StrCat("cannot rename '", temp, "' to '", path, "'"));
-  }
-  return absl::OkStatus();
+  return ReplaceFileAtomically(path, text);
 }
 
 absl::StatusOr<std::vector<MeasuredBucket>> LookupOpTuning(const std::string& cache_dir,
