@@ -16,9 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "jit/build/kernel_build.h"
 #include "jit/cache/kernel_cache.h"
-#include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "ops/core/op_kernels.h"
 #include "ops/core/op_tuning.h"
@@ -197,31 +195,19 @@ absl::Status Op::Impl::PlanVariant(int64_t bucket_m, int cc) {
   return absl::OkStatus();
 }
 
-// Every kernel the variants need, prepared exactly as the runtime's Compile and LoadLocal will
-// (same build options and node map, so the same cache keys) and built on parallel threads: the
-// Compile calls that follow, one thread at a time as the runtime requires, then hit the cache
-// in memory. A Create of three buckets compiles up to nine kernels of 1-3 s each.
+// Every kernel the variants need, built on parallel NVRTC threads before the runtime's
+// one-at-a-time Compile calls, which then hit the cache in memory. A Create of three buckets
+// compiles up to nine kernels of 1-3 s each.
 absl::Status Op::Impl::PrebuildKernels() {
-  const jit::BuildOptions build = cuda::BuildOptionsFor(rt->group().context(), cache.get());
-  jit::CodegenOptions codegen;
-  codegen.nodes = rt->nodes();
-  std::vector<jit::PreparedKernel> prepared;
+  std::vector<cuda::OverlapRuntime::BuildRequest> requests;
   for (const Variant& v : variants) {
     ASSIGN_OR_RETURN(std::string_view gemm_source, jit::ExampleKernelSource(v.kernels.gemm_source));
-    ASSIGN_OR_RETURN(
-        prepared.emplace_back(),
-        jit::PrepareFusedKernel(v.kernels.plan, v.kernels.gemm_spec, gemm_source, build, codegen));
-    if (v.path.fused) continue;
-    ASSIGN_OR_RETURN(prepared.emplace_back(),
-                     jit::PrepareFusedKernel(v.kernels.plan, v.kernels.comm_spec, CommOnlySource(),
-                                             build, codegen));
-    ASSIGN_OR_RETURN(prepared.emplace_back(),
-                     jit::PrepareLocalKernel(v.kernels.gemm_spec, gemm_source, build));
+    requests.push_back({&v.kernels.plan, &v.kernels.gemm_spec, gemm_source, !v.path.fused});
+    if (!v.path.fused) {
+      requests.push_back({&v.kernels.plan, &v.kernels.comm_spec, CommOnlySource(), false});
+    }
   }
-  std::vector<const jit::PreparedKernel*> kernels;
-  kernels.reserve(prepared.size());
-  for (const jit::PreparedKernel& k : prepared) kernels.push_back(&k);
-  jit::BuildInParallel(kernels, build, kMaxCompileThreads);
+  rt->Prebuild(requests, kMaxCompileThreads);
   return absl::OkStatus();
 }
 

@@ -102,10 +102,8 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   k->plan_ = plan;
   k->spec_ = spec;
   k->fetch_ = std::move(fetch);
-  jit::CodegenOptions codegen;
-  codegen.nodes = group_->nodes();
   const jit::BuildOptions build = BuildOptionsFor(group_->context(), cache_, k->fetch_);
-  ASSIGN_OR_RETURN(k->fused_, jit::PrepareFusedKernel(plan, spec, kernel_source, build, codegen));
+  ASSIGN_OR_RETURN(k->fused_, jit::PrepareFusedKernel(plan, spec, kernel_source, build, Codegen()));
   ASSIGN_OR_RETURN(k->local_, jit::PrepareLocalKernel(spec, kernel_source, build));
   const jit::LaunchMetadata& md = k->metadata();
   if (md.num_signals > kSignalCapacity || md.num_outgoing_chunks > kChunkCapacity) {
@@ -122,6 +120,35 @@ absl::StatusOr<std::unique_ptr<FusedKernel>> OverlapRuntime::Compile(
   k->fetched_ = fused.fetched;
   k->fetch_error_ = fused.fetch_error;
   return k;
+}
+
+jit::CodegenOptions OverlapRuntime::Codegen() const {
+  jit::CodegenOptions codegen;
+  codegen.nodes = group_->nodes();
+  return codegen;
+}
+
+void OverlapRuntime::Prebuild(const std::vector<BuildRequest>& requests, int max_threads) {
+  // The same build options and node map as Compile and LoadLocal, so the same cache keys.
+  const jit::BuildOptions build = BuildOptionsFor(group_->context(), cache_);
+  std::vector<jit::PreparedKernel> prepared;
+  for (const BuildRequest& r : requests) {
+    if (absl::StatusOr<jit::PreparedKernel> fused =
+            jit::PrepareFusedKernel(*r.plan, *r.spec, r.kernel_source, build, Codegen());
+        fused.ok()) {
+      prepared.push_back(*std::move(fused));
+    }
+    if (!r.local) continue;
+    if (absl::StatusOr<jit::PreparedKernel> local =
+            jit::PrepareLocalKernel(*r.spec, r.kernel_source, build);
+        local.ok()) {
+      prepared.push_back(*std::move(local));
+    }
+  }
+  std::vector<const jit::PreparedKernel*> kernels;
+  kernels.reserve(prepared.size());
+  for (const jit::PreparedKernel& k : prepared) kernels.push_back(&k);
+  jit::BuildInParallel(kernels, build, max_threads);
 }
 
 absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(

@@ -171,6 +171,18 @@ class OverlapRuntime {
                                                        std::string_view kernel_source,
                                                        jit::KernelFetcher fetch = {});
 
+  // What Compile (and, with `local`, LoadLocal) of these kernels will build, built now on up to
+  // `max_threads` NVRTC threads into the runtime's cache (nothing without one), so those calls
+  // then load from memory; they run one thread at a time, these compiles need not. Errors are
+  // left for those calls to report.
+  struct BuildRequest {
+    const plan::Plan* plan = nullptr;
+    const jit::KernelSpec* spec = nullptr;
+    std::string_view kernel_source;
+    bool local = false;  // the identity-schedule variant too
+  };
+  void Prebuild(const std::vector<BuildRequest>& requests, int max_threads);
+
   // Binds every operand slot of the kernel (metadata().operands, by slot name) to this rank's
   // memory. Slots that peers access (consumed / produced / plan-only) must be symmetric buffers
   // from AllocateSymmetric (the pointer is looked up), others may be any device pointer.
@@ -200,6 +212,8 @@ class OverlapRuntime {
 
  private:
   absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options);
+  // The group's node map, for every kernel this runtime generates.
+  jit::CodegenOptions Codegen() const;
   std::unique_ptr<Group> group_;
   cache::KernelCache* cache_ = nullptr;
 };
