@@ -83,21 +83,51 @@ absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int re
   return static_cast<double>(ms) / static_cast<double>(reps);
 }
 
-absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
-  const OpConfig config = OpConfigFor(b);
+// One rank's op and its zeroed inputs: a [max_m, k], w [n, k], out [max_m, n], on its own stream.
+struct RankSetup {
+  std::unique_ptr<Op> op;
+  const cuda::DriverApi* api = nullptr;
+  cuda::DeviceBuffer a, w, out;
+  cuda::Stream stream;
+};
+
+absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config,
+                                    const std::string& job, int rank) {
+  RankSetup r;
   Result<std::unique_ptr<Op>> created =
       Op::Create({.job = job, .rank = rank, .world = b.world}, config);
   RETURN_IF_ERROR(FromOps(created.status()));
-  Op& op = **created;
-  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-  const int64_t max_m = b.max_m, n = b.n, k = b.k;
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, max_m * k * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer w, cuda::DeviceBuffer::Allocate(*api, n * k * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, max_m * n * 2));
-  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
-  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(a.get(), 0, a.size(), stream.get()));
-  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(w.get(), 0, w.size(), stream.get()));
-  ASSIGN_OR_RETURN(std::unique_ptr<gemm::CublasLib> cublas, gemm::CublasLib::Open(stream.get()));
+  r.op = std::move(*created);
+  ASSIGN_OR_RETURN(r.api, cuda::Driver());
+  ASSIGN_OR_RETURN(r.a, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.k * 2));
+  ASSIGN_OR_RETURN(r.w, cuda::DeviceBuffer::Allocate(*r.api, b.n * b.k * 2));
+  ASSIGN_OR_RETURN(r.out, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.n * 2));
+  ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
+  CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.a.get(), 0, r.a.size(), r.stream.get()));
+  CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.w.get(), 0, r.w.size(), r.stream.get()));
+  return r;
+}
+
+RunArgs ArgsAt(const RankSetup& r, int64_t m) {
+  return {.m = m, .a = r.a.get(), .b = r.w.get(), .c = r.out.get()};
+}
+
+// Milliseconds per run at `m` after three warm-up runs, every run finished.
+absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
+  const RunArgs args = ArgsAt(r, m);
+  auto run = [&] { return FromOps(r.op->Run(args, r.stream.get())); };
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
+  RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
+  ASSIGN_OR_RETURN(double ms, GpuMs(*r.api, r.stream.get(), reps, run));
+  RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
+  return ms;
+}
+
+absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
+  const OpConfig config = OpConfigFor(b);
+  ASSIGN_OR_RETURN(RankSetup r, SetUpRank(b, config, job, rank));
+  const int64_t n = b.n, k = b.k;
+  ASSIGN_OR_RETURN(std::unique_ptr<gemm::CublasLib> cublas, gemm::CublasLib::Open(r.stream.get()));
   const plan::DType dtype = plan::DType::kBF16;
   if (rank == 0) {
     std::printf("%s world %d, N=%lld K=%lld per rank, path %s, backend %s\n",
@@ -107,23 +137,19 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
                 "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call");
   }
   for (int64_t m : b.ms) {
-    const RunArgs args{.m = m, .a = a.get(), .b = w.get(), .c = out.get()};
-    auto run = [&] { return FromOps(op.Run(args, stream.get())); };
-    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
-    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
-    ASSIGN_OR_RETURN(double run_ms, GpuMs(*api, stream.get(), b.reps, run));
-    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    ASSIGN_OR_RETURN(double run_ms, TimeRuns(r, m, b.reps));
     // The per-rank GEMM: AllGather's is on the gathered M rows; the reductions' on M rows.
-    ASSIGN_OR_RETURN(double cublas_ms, GpuMs(*api, stream.get(), b.reps, [&] {
-                       return cublas->Gemm(a.get(), w.get(), out.get(), m, n, k, dtype,
+    ASSIGN_OR_RETURN(double cublas_ms, GpuMs(*r.api, r.stream.get(), b.reps, [&] {
+                       return cublas->Gemm(r.a.get(), r.w.get(), r.out.get(), m, n, k, dtype,
                                            /*out_f32=*/false, /*accumulate=*/false);
                      }));
+    const RunArgs args = ArgsAt(r, m);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(run());
+    for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(FromOps(r.op->Run(args, r.stream.get())));
     const auto t1 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
     const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / b.calls;
-    Result<PathChoice> path = op.Path(m);
+    Result<PathChoice> path = r.op->Path(m);
     RETURN_IF_ERROR(FromOps(path.status()));
     if (rank == 0) {
       std::printf("%-6lld %-7lld %-8s %-5d %10.3f %10.3f %10.3f %14.1f\n",
@@ -153,25 +179,10 @@ absl::StatusOr<std::vector<double>> TimeCandidate(const BenchConfig& b, const Ca
     config.bucket_paths.push_back(
         {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
   }
-  Result<std::unique_ptr<Op>> created =
-      Op::Create({.job = job, .rank = rank, .world = b.world}, config);
-  RETURN_IF_ERROR(FromOps(created.status()));
-  Op& op = **created;
-  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, b.max_m * b.k * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer w, cuda::DeviceBuffer::Allocate(*api, b.n * b.k * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, b.max_m * b.n * 2));
-  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
-  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(a.get(), 0, a.size(), stream.get()));
-  CU_RETURN_IF_ERROR(api->cuMemsetD8Async(w.get(), 0, w.size(), stream.get()));
+  ASSIGN_OR_RETURN(RankSetup r, SetUpRank(b, config, job, rank));
   std::vector<double> ms;
   for (int64_t m : b.ms) {
-    const RunArgs args{.m = m, .a = a.get(), .b = w.get(), .c = out.get()};
-    auto run = [&] { return FromOps(op.Run(args, stream.get())); };
-    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
-    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
-    ASSIGN_OR_RETURN(ms.emplace_back(), GpuMs(*api, stream.get(), b.reps, run));
-    RETURN_IF_ERROR(FromOps(op.Synchronize(stream.get())));
+    ASSIGN_OR_RETURN(ms.emplace_back(), TimeRuns(r, m, b.reps));
   }
   return ms;
 }
