@@ -264,13 +264,18 @@ class OpsGpuTest : public ::testing::TestWithParam<Case> {
   }
 };
 
-TEST_P(OpsGpuTest, EveryElementOfEveryRunIsRight) {
-  const Case c = GetParam();
-  const std::string job = workloads::UniqueGroupId("ops");
-  std::vector<absl::Status> results = workloads::RunRanks(
-      c.world, absl::Minutes(6), [&](int rank) { return RunCase(c, job, rank); });
+// Runs `body(c, job, rank)` on every rank of case `c` as forked processes; each must succeed.
+void ExpectEveryRankSucceeds(const Case& c, const std::string& prefix,
+                             absl::Status (*body)(const Case&, const std::string&, int)) {
+  const std::string job = workloads::UniqueGroupId(prefix);
+  std::vector<absl::Status> results =
+      workloads::RunRanks(c.world, absl::Minutes(6), [&](int rank) { return body(c, job, rank); });
   for (int r = 0; r < c.world; ++r)
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+}
+
+TEST_P(OpsGpuTest, EveryElementOfEveryRunIsRight) {
+  ExpectEveryRankSucceeds(GetParam(), "ops", &RunCase);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -335,12 +340,7 @@ absl::Status RunEngineLoop(const Case& c, const std::string& job, int rank) {
 class OpsEngineLoopTest : public OpsGpuTest {};
 
 TEST_P(OpsEngineLoopTest, AThousandRunsAcrossBucketsAreAllRight) {
-  const Case c = GetParam();
-  const std::string job = workloads::UniqueGroupId("ops_loop");
-  std::vector<absl::Status> results = workloads::RunRanks(
-      c.world, absl::Minutes(6), [&](int rank) { return RunEngineLoop(c, job, rank); });
-  for (int r = 0; r < c.world; ++r)
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  ExpectEveryRankSucceeds(GetParam(), "ops_loop", &RunEngineLoop);
 }
 
 INSTANTIATE_TEST_SUITE_P(
