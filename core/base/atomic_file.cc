@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/scoped_fd.h"
+#include "core/base/status_macros.h"
 
 namespace syncopate {
 namespace {
@@ -26,6 +28,19 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
 
 }  // namespace
 
+absl::Status WriteNewFileDurably(const std::string& path, std::string_view contents, mode_t mode,
+                                 bool exact_mode) {
+  ScopedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create '", path, "'"));
+  if (exact_mode) ::fchmod(fd.get(), mode);
+  absl::Status written = WriteAll(fd.get(), contents, path);
+  if (written.ok() && ::fsync(fd.get()) != 0) {
+    written = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync '", path, "'"));
+  }
+  if (!written.ok()) ::unlink(path.c_str());
+  return written;
+}
+
 absl::Status ReplaceFileAtomically(const std::string& path, std::string_view contents) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
@@ -34,20 +49,7 @@ absl::Status ReplaceFileAtomically(const std::string& path, std::string_view con
   static std::atomic<uint64_t> counter{0};
   const std::string temp =
       absl::StrCat(dir, "/.tmp.", ::getpid(), ".", counter.fetch_add(1), ".", name);
-  {
-    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot create '", temp, "'"));
-    }
-    absl::Status written = WriteAll(fd.get(), contents, temp);
-    if (written.ok() && ::fsync(fd.get()) != 0) {
-      written = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync '", temp, "'"));
-    }
-    if (!written.ok()) {
-      ::unlink(temp.c_str());
-      return written;
-    }
-  }
+  RETURN_IF_ERROR(WriteNewFileDurably(temp, contents));
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());

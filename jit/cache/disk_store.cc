@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/base/atomic_file.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "jit/cache/cache_key.h"
@@ -133,18 +134,6 @@ absl::StatusOr<Header> DecodeHeader(absl::string_view file) {
     return absl::DataLossError("entry header has impossible sizes");
   }
   return h;
-}
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot write '", path, "'"));
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ReadAll(int fd, uint64_t size, std::string* out, const std::string& path) {
@@ -378,21 +367,7 @@ absl::Status DiskStore::Put(const std::string& key, const nvrtc::CompiledKernel&
   std::string temp =
       absl::StrCat(shard, "/", kTempPrefix, key, ".", ::getpid(), ".", temp_counter_.fetch_add(1));
   std::string data = EncodeEntry(key, kernel);
-  {
-    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kEntryMode));
-    if (!fd.valid()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot create '", temp, "'"));
-    }
-    ::fchmod(fd.get(), kEntryMode);
-    absl::Status written = WriteAll(fd.get(), data, temp);
-    if (written.ok() && ::fsync(fd.get()) != 0) {
-      written = absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync '", temp, "'"));
-    }
-    if (!written.ok()) {
-      ::unlink(temp.c_str());
-      return written;
-    }
-  }
+  RETURN_IF_ERROR(WriteNewFileDurably(temp, data, kEntryMode, /*exact_mode=*/true));
   struct stat old;
   bool replaced = ::stat(path.c_str(), &old) == 0;
   if (::rename(temp.c_str(), path.c_str()) != 0) {
