@@ -123,6 +123,7 @@ struct Op::Impl {
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
+  absl::Status CheckCapturable(const RunArgs& args);
   absl::Status Run(const RunArgs& args, CUstream stream);
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream);
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
@@ -278,6 +279,29 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
   return absl::OkStatus();
 }
 
+// A run captured in the caller's graph replays without us: its launches must take their epoch
+// on the device (the SM backend, on every bucket, or a later copy-engine run would find the
+// epoch count lost), and its one-time work (the weight's binding, the launch's setup) must
+// have been done by a run before the capture.
+absl::Status Op::Impl::CheckCapturable(const RunArgs& args) {
+  for (const Variant& v : variants) {
+    if (v.path.backend == Backend::kCopyEngine) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run under CUDA-graph capture: bucket M=", v.path.bucket_m,
+          " uses the copy engine, whose launches take their epoch from the host and cannot be "
+          "replayed by the caller's graph; create the op with backend=sm to capture it"));
+    }
+  }
+  ASSIGN_OR_RETURN(Variant * v, VariantFor(args.m));
+  if (v->bindings.find(args.b) == v->bindings.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run under CUDA-graph capture: first run of bucket M=", v->path.bucket_m,
+        " with this weight B; run it once before the capture (the binding's setup cannot be "
+        "captured)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream) {
   cuda::LaunchOptions options;
   options.backend = RuntimeBackend(v.path.backend);
@@ -299,11 +323,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   Variant& v = *variant;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return absl::FailedPreconditionError(
-        "run: the stream is capturing a CUDA graph; ops are not capturable yet (a launch's "
-        "epoch is a kernel argument, so a replay would repeat it)");
-  }
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(args));
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
   const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank
@@ -399,6 +419,7 @@ Op::Op(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Op::~Op() = default;
 
 Status Op::Run(const RunArgs& args, CUstream stream) {
+  if (impl_->sticky.ok()) impl_->sticky = impl_->rt->group().RecordedTimeout();
   if (!impl_->sticky.ok()) return FromAbsl(impl_->sticky);
   absl::Status status = impl_->Run(args, stream);
   // Argument errors leave the op as it was; a failure after the first launch step may leave
@@ -416,7 +437,10 @@ Status Op::Synchronize(CUstream stream) {
   return FromAbsl(status);
 }
 
-Status Op::error() const { return FromAbsl(impl_->sticky); }
+Status Op::error() const {
+  if (!impl_->sticky.ok()) return FromAbsl(impl_->sticky);
+  return FromAbsl(impl_->rt->group().RecordedTimeout());
+}
 
 Result<PathChoice> Op::Path(int64_t m) const { return ChoosePath(impl_->config, world(), m); }
 

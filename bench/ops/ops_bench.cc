@@ -4,17 +4,21 @@
 //     included, as the engine pays them), against cuBLAS's time for the same per-rank GEMM
 //     measured by the same rank in the same run;
 //   - the host time of one Run call (--calls calls issued back to back after a sync, averaged;
-//     the goal is 10 us at M=128 with everything cached).
+//     the goal is 10 us at M=128 with everything cached);
+//   - the GPU time of a replay of one run captured in a CUDA graph, against the direct run (the
+//     goal: within 2%); "-" where the op cannot be captured (the copy engine).
 // Rank 0 prints one row per M; each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
 #include "ops/core/op_tuning.h"
@@ -123,6 +127,36 @@ absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
   return ms;
 }
 
+// Milliseconds per replay of a graph holding one run at `m` (captured after TimeRuns warmed it
+// up); nullopt when the op refuses the capture (FailedPrecondition: the copy engine).
+absl::StatusOr<std::optional<double>> TimeGraphReplays(RankSetup& r, int64_t m, int reps) {
+  const cuda::DriverApi& api = *r.api;
+  CUstream stream = r.stream.get();
+  CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const Status ran = r.op->Run(ArgsAt(r, m), stream);
+  CUgraph graph = nullptr;
+  const CUresult ended = api.cuStreamEndCapture(stream, &graph);
+  std::unique_ptr<CUgraph_st, void (*)(CUgraph)> graph_owner(graph, [](CUgraph g) {
+    if (g != nullptr) (void)(*cuda::Driver())->cuGraphDestroy(g);
+  });
+  if (ran.code() == StatusCode::kFailedPrecondition) return std::nullopt;
+  RETURN_IF_ERROR(FromOps(ran));
+  CU_RETURN_IF_ERROR(ended);
+  CUgraphExec exec = nullptr;
+  CU_RETURN_IF_ERROR(api.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  std::unique_ptr<CUgraphExec_st, void (*)(CUgraphExec)> exec_owner(
+      exec, [](CUgraphExec e) { (void)(*cuda::Driver())->cuGraphExecDestroy(e); });
+  auto replay = [&]() -> absl::Status {
+    CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec, stream));
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(replay());
+  RETURN_IF_ERROR(FromOps(r.op->Synchronize(stream)));
+  ASSIGN_OR_RETURN(double ms, GpuMs(api, stream, reps, replay));
+  RETURN_IF_ERROR(FromOps(r.op->Synchronize(stream)));
+  return ms;
+}
+
 absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
   const OpConfig config = OpConfigFor(b);
   ASSIGN_OR_RETURN(RankSetup r, SetUpRank(b, config, job, rank));
@@ -133,11 +167,13 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     std::printf("%s world %d, N=%lld K=%lld per rank, path %s, backend %s\n",
                 OpKindName(config.kind), b.world, static_cast<long long>(n),
                 static_cast<long long>(k), b.path.c_str(), b.backend.c_str());
-    std::printf("%-6s %-7s %-8s %-5s %10s %10s %10s %14s\n", "M", "bucket", "path", "chunks",
-                "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call");
+    std::printf("%-6s %-7s %-8s %-5s %10s %10s %10s %14s %10s %10s\n", "M", "bucket", "path",
+                "chunks", "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call", "graph ms",
+                "graph/run");
   }
   for (int64_t m : b.ms) {
     ASSIGN_OR_RETURN(double run_ms, TimeRuns(r, m, b.reps));
+    ASSIGN_OR_RETURN(std::optional<double> graph_ms, TimeGraphReplays(r, m, b.reps));
     // The per-rank GEMM: AllGather's is on the gathered M rows; the reductions' on M rows.
     ASSIGN_OR_RETURN(double cublas_ms, GpuMs(*r.api, r.stream.get(), b.reps, [&] {
                        return cublas->Gemm(r.a.get(), r.w.get(), r.out.get(), m, n, k, dtype,
@@ -152,10 +188,13 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     Result<PathChoice> path = r.op->Path(m);
     RETURN_IF_ERROR(FromOps(path.status()));
     if (rank == 0) {
-      std::printf("%-6lld %-7lld %-8s %-5d %10.3f %10.3f %10.3f %14.1f\n",
+      const std::string graph_cells =
+          graph_ms ? absl::StrFormat("%10.3f %10.3f", *graph_ms, *graph_ms / run_ms)
+                   : absl::StrFormat("%10s %10s", "-", "-");
+      std::printf("%-6lld %-7lld %-8s %-5d %10.3f %10.3f %10.3f %14.1f %s\n",
                   static_cast<long long>(m), static_cast<long long>(path->bucket_m),
                   path->fused ? "fused" : "unfused", path->chunks, run_ms, cublas_ms,
-                  run_ms / cublas_ms, host_us);
+                  run_ms / cublas_ms, host_us, graph_cells.c_str());
       std::fflush(stdout);
     }
   }

@@ -517,6 +517,8 @@ void EmitFusedEntry(const KernelSpec& spec, const std::string& entry_symbol, std
   absl::StrAppend(&src, "  using Tables = syncopate_generated::Tables;\n");
   absl::StrAppend(&src, "  using Schedule = syncopate::FusedSchedule<Tables>;\n");
   absl::StrAppend(&src, "  if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;\n");
+  absl::StrAppend(&src,
+                  "  syncopate::EnterLaunch(args);  // the device epoch, if the launch has one\n");
   absl::StrAppend(&src, "  syncopate::CtaTrace trace(args);  // no-op unless args.cta_trace\n");
   absl::StrAppend(&src, "  if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks\n");
   absl::StrAppend(&src, "    if (!syncopate::RunTransferProgram<Tables>(args)) return;\n");

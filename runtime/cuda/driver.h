@@ -82,6 +82,7 @@ namespace syncopate::cuda {
   X(cuMemcpyDtoHAsync)                           \
   X(cuMemcpy2DAsync)                             \
   X(cuMemsetD8Async)                             \
+  X(cuMemsetD16Async)                            \
   X(cuMemsetD32Async)                            \
   X(cuMemsetD2D16Async)                          \
   X(cuMemsetD2D32Async)                          \

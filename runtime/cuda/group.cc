@@ -84,7 +84,7 @@ absl::Status Group::Init() {
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));
   ASSIGN_OR_RETURN(capture_stream_, Stream::Create(api));
-  constexpr size_t kChunkWords = 2 * kChunkCapacity + kStepCounterCapacity + 1 + 2;
+  constexpr size_t kChunkWords = 2 * kChunkCapacity + kStepCounterCapacity + 1 + 2 + 2;
   ASSIGN_OR_RETURN(chunk_words_, DeviceBuffer::Allocate(api, sizeof(uint32_t) * kChunkWords));
   CU_RETURN_IF_ERROR(api.cuMemsetD32Async(control_->local(), 0, control_->size() / 4,
                                           rescue_stream_.get()));
@@ -97,6 +97,14 @@ absl::Status Group::Init() {
   ASSIGN_OR_RETURN(peer_signal_table_,
                    DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_signal_table_.get(), table.data(),
+                                      sizeof(CUdeviceptr) * world_size()));
+  for (int r = 0; r < world_size(); ++r) {
+    table[r] = same_node(r) ? EnteredWord(r, rank()) : 0;
+    if (!same_node(r)) single_node_ = false;
+  }
+  ASSIGN_OR_RETURN(peer_entered_table_,
+                   DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
+  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_entered_table_.get(), table.data(),
                                       sizeof(CUdeviceptr) * world_size()));
   ASSIGN_OR_RETURN(host_words_, PinnedHostBuffer::Allocate(api, sizeof(HostWords)));
   ASSIGN_OR_RETURN(fork_event_, Event::Create(api));

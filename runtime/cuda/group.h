@@ -13,7 +13,7 @@
 //  0. S sets the regions only reductions write (not initial data, no plain copy) to the op's
 //     identity: the plan model reduces every contribution, the owner's own included, into them.
 //  1. S writes entered[me] = e into every peer's control block (stream memory op, no wait), and
-//     the host-mapped progress word entered = e.
+//     the host-mapped progress word entered = e. Device epoch (below): the kernel's CTA 0 does.
 //  2. The fused kernel runs on S with args.epoch = e. SM / direct: the comm CTAs wait for the
 //     entry guards (entered[q] >= e for the peers they write into or read from) before their
 //     first step, as does a tile before its direct move. Copy engine: the control CTA waits for
@@ -37,11 +37,19 @@
 // (its ranks are out of step): later launches fail with FailedPrecondition; the context stays
 // usable and a new group can form.
 //
-// CUDA graphs: the epoch is a by-value kernel argument (launch_abi.h) and a value in each stream
-// memory op, so a graph must not replay a captured launch unchanged. CaptureGraph() captures one
-// launch; LaunchGraph::Replay() takes the next epoch and rewrites the captured kernel node's
-// arguments and every memory-op node's value (cuGraphExec*SetParams) before cuGraphLaunch.
-// Launch() on a stream that is being captured by someone else is refused.
+// Where e lives (launch_abi.h, "Where e comes from"). Device epoch, for SM and direct launches
+// of a group on one node: the kernel takes e = its launch-epoch word + 1 and announces it
+// itself (step 1 moves into the kernel; step 4's progress word is written by the CTA that ran
+// the tail waits), so S carries only the identity fills and the kernel. Such a launch may be
+// captured in the caller's CUDA graph (Launch() on a capturing stream) and replayed any number
+// of times: every replay is a new epoch, on every rank, as long as every rank replays the same
+// sequence. Host epoch, for copy-engine launches and groups spanning nodes: e is a by-value
+// kernel argument and a value in each stream memory op (the gates and signals of the side
+// streams), so a graph must not replay it unchanged: CaptureGraph() captures one launch and
+// LaunchGraph::Replay() takes the next epoch and rewrites the captured kernel node's arguments
+// and every memory-op node's value (cuGraphExec*SetParams) before cuGraphLaunch. The host keeps
+// the device word in step before a host-epoch launch; once a device-epoch launch went into a
+// caller's graph the host no longer knows the count, so later host-epoch launches are refused.
 //
 // Thread-safety: a Group is used by one thread at a time (launches of a group are ordered).
 #pragma once
@@ -170,7 +178,12 @@ class Group {
   SymmetricHeap& heap() { return *heap_; }
   Rendezvous& rendezvous() { return *rendezvous_; }
   bool broken() const { return broken_; }
+  // Launches issued by the host (a caller's graph replays are not counted).
   uint32_t epoch() const { return epoch_; }
+  // Whether `launch` takes its epoch on the device (capturable in the caller's graph).
+  bool DeviceEpoch(const KernelLaunch& launch) const {
+    return launch.backend != Backend::kCopyEngine && single_node_;
+  }
 
   // Device tables for FusedLaunchArgs: every rank's signal array.
   CUdeviceptr signals() const { return control_->local() + kSignalsOffset; }
@@ -189,13 +202,18 @@ class Group {
   // set): sets launch_waits .. waits_prepared. Before the grid is sized (num_control_ctas).
   absl::Status PrepareWaits(KernelLaunch& launch);
 
-  // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous.
+  // Issues launch epoch()+1 on `stream` (see the protocol above). Asynchronous. On a stream
+  // being captured into a graph: device-epoch launches only (FailedPrecondition otherwise).
   absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchSettings& timeouts);
   // Runs the kernel alone, no protocol: the identity-schedule (local) kernel of a baseline.
   absl::Status LaunchLocal(const KernelLaunch& launch, CUstream stream);
   // Waits for every launch issued so far on `stream`; DeadlineExceeded naming the peer that did
   // not deliver (see the protocol above). Other errors: the failing CUDA call.
   absl::Status Sync(CUstream stream);
+
+  // DeadlineExceeded from the kernel's timeout record (host-mapped: no stream involved); OK when
+  // no device wait timed out. Sticky: the record is written once per group. Any thread.
+  absl::Status RecordedTimeout() const;
 
   // Captures one launch into a graph; see the file comment.
   absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
@@ -213,6 +231,8 @@ class Group {
   // Issues launch `epoch` (everything but bookkeeping); `capturing`: inside our own capture.
   absl::Status Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
                      const LaunchSettings& timeouts);
+  absl::Status IssueCaptured(const KernelLaunch& launch, CUstream stream,
+                             const LaunchSettings& timeouts);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                            const LaunchSettings& timeouts) const;
   absl::Status EnsureSideStreams(int n);
@@ -222,8 +242,6 @@ class Group {
                                 const LaunchSettings& timeouts);
   absl::Status IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
-  // DeadlineExceeded from the kernel's timeout record; OK when no device wait timed out.
-  absl::Status RecordedTimeout() const;
   // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
   // from this rank's control block). Only once the launch's streams have ended: the read
   // goes through a stream.
@@ -250,6 +268,7 @@ class Group {
     return StepCountersWord() + sizeof(uint32_t) * kStepCounterCapacity;
   }
   CUdeviceptr TileCounterWords() const { return DeviceAbortWord() + sizeof(uint32_t); }
+  CUdeviceptr LaunchEpochWords() const { return TileCounterWords() + 2 * sizeof(uint32_t); }
 
   GroupOptions options_;
   std::vector<int> nodes_;
@@ -259,8 +278,9 @@ class Group {
   SymmetricBuffer* control_ = nullptr;
   DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity],
                                     // step_counters[kStepCounterCapacity], device abort word,
-                                    // tile_counter[2]
+                                    // tile_counter[2], launch_epoch[2]
   DeviceBuffer peer_signal_table_;  // u32* [world]
+  DeviceBuffer peer_entered_table_;  // u32* [world]: rank q's entered word about this rank
   PinnedHostBuffer host_words_;     // HostWords
   Stream rescue_stream_;            // Init's memsets
   std::vector<Stream> side_streams_;
@@ -269,7 +289,10 @@ class Group {
   Event launch_done_;               // recorded after the last launch's join
   uint32_t epoch_ = 0;              // epoch of the last launch issued
   uint32_t synced_epoch_ = 0;
-  bool captured_launch_ = false;    // set while CaptureGraph records
+  bool single_node_ = true;
+  // A device-epoch launch went into a graph the caller replays: the host no longer knows the
+  // device's epoch count, so host-epoch launches are refused from then on.
+  bool epoch_uncounted_ = false;
   bool broken_ = false;
   absl::Duration last_wait_timeout_ = absl::Seconds(2);  // the last launch's, for Sync's watch
   Stream capture_stream_;

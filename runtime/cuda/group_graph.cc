@@ -15,9 +15,7 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
   g->timeouts_ = timeouts;
   CUstream cs = capture_stream_.get();
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
-  captured_launch_ = true;
   absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts);
-  captured_launch_ = false;
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(cs, &graph);
   g->graph_ = graph;  // owned by g from here (destroyed with it)

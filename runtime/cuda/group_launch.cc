@@ -47,6 +47,12 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
   args.tile_counter =
       timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;
+  if (DeviceEpoch(launch)) {
+    args.launch_epoch = reinterpret_cast<syncopate_u32*>(LaunchEpochWords());
+    args.peer_entered = reinterpret_cast<syncopate_u32* const*>(peer_entered_table_.get());
+    args.progress =
+        reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, progress_entered)));
+  }
   return args;
 }
 
@@ -111,14 +117,21 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
     }
   }
   // 1. Announce: this rank entered launch `epoch` (everything before it on `stream` is done).
-  for (int q = 0; q < world_size(); ++q) {
-    if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
+  // A device-epoch kernel announces itself; a host-epoch launch also keeps the device's epoch
+  // word in step, for the device-epoch launches that follow it.
+  const bool device_epoch = DeviceEpoch(launch);
+  if (!device_epoch) {
+    for (int q = 0; q < world_size(); ++q) {
+      if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
+      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, EnteredWord(q, me), epoch,
+                                                  CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
     CU_RETURN_IF_ERROR(
-        api.cuStreamWriteValue32(stream, EnteredWord(q, me), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+        api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_entered)),
+                                 epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    CU_RETURN_IF_ERROR(
+        api.cuStreamWriteValue32(stream, LaunchEpochWords(), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
   }
-  CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream,
-                                              HostWordDevice(offsetof(HostWords, progress_entered)),
-                                              epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
   gate_watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
@@ -134,9 +147,11 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   // above or by the host).
   if (copy_engine) RETURN_IF_ERROR(IssueCopyProgram(launch, stream, epoch, timeouts));
   // 4. The kernel waited for everything destined to this rank (its tail waits).
-  CU_RETURN_IF_ERROR(
-      api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_finished)),
-                               epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  if (!device_epoch) {
+    CU_RETURN_IF_ERROR(
+        api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_finished)),
+                                 epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  }
   return absl::OkStatus();
 }
 
@@ -245,10 +260,13 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   RETURN_IF_ERROR(context_.MakeCurrent());
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return absl::FailedPreconditionError(
-        "Launch() on a stream under CUDA-graph capture: a replayed capture would reuse this "
-        "launch's epoch; use Group::CaptureGraph / LaunchGraph::Replay");
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return IssueCaptured(launch, stream, timeouts);
+  if (epoch_uncounted_ && !DeviceEpoch(launch)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group '", options_.group_id, "': a ", BackendName(launch.backend),
+        " launch takes its epoch from the host, which lost count when an SM launch of this "
+        "group went into a CUDA graph the caller replays; use the SM backend for every launch "
+        "of a group that is captured"));
   }
   const uint32_t epoch = epoch_ + 1;
   absl::Status issued = Issue(launch, stream, epoch, timeouts);
@@ -259,6 +277,28 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   epoch_ = epoch;
   last_wait_timeout_ = timeouts.wait;
   CU_RETURN_IF_ERROR(api.cuEventRecord(launch_done_.get(), stream));
+  return absl::OkStatus();
+}
+
+// A launch recorded into the caller's graph: device epoch only (a host epoch would be the same
+// value at every replay). The host's count, Sync's bookkeeping and the launch-done event stay
+// as they were: replays happen without us.
+absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
+                                  const LaunchSettings& timeouts) {
+  if (!DeviceEpoch(launch)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a ", BackendName(launch.backend), " launch",
+        single_node_ ? "" : " of a group spanning nodes",
+        " cannot go into a CUDA graph the caller replays: its epoch is a value in the captured "
+        "stream operations, the same at every replay (SM launches of a one-node group can: "
+        "their kernel takes the epoch on the device)"));
+  }
+  absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts);
+  if (!issued.ok()) {
+    broken_ = true;
+    return issued;
+  }
+  epoch_uncounted_ = true;
   return absl::OkStatus();
 }
 

@@ -16,7 +16,13 @@ absl::Status Group::Sync(CUstream stream) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
   if (epoch_ == synced_epoch_) {
+    // Nothing issued by the host since the last Sync, but the caller's graphs may have replayed
+    // captured launches: their kernels' waits are bounded on the device and leave the record.
     CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
+    if (absl::Status timed_out = RecordedTimeout(); !timed_out.ok()) {
+      broken_ = true;
+      return WithAbsentPeers(timed_out, host_words().record.expected);
+    }
     return absl::OkStatus();
   }
   volatile HostWords* words = &host_words();

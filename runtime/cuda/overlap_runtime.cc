@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 #include "jit/compiler/copy_descriptors.h"
@@ -235,8 +236,25 @@ int DefaultCommCtas(int channels, int resident) {
 
 int DefaultCopyEngineFreeCtas(int resident) { return std::max(1, resident / 32); }
 
+namespace {
+
+// One-time work (uploads, module loads) cannot go into a CUDA graph being captured.
+absl::Status RefuseIfCapturing(const DriverApi& api, CUstream stream, absl::string_view what) {
+  if (stream == nullptr) return absl::OkStatus();
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
+  if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "first ", what,
+      " on a stream being captured into a CUDA graph: its one-time setup "
+      "(uploads, module loads) cannot be captured; launch it once before the capture"));
+}
+
+}  // namespace
+
 absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
-                                                            const LaunchOptions& options) {
+                                                            const LaunchOptions& options,
+                                                            CUstream stream) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.metadata();
   const int me = rank();
@@ -255,6 +273,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
       std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas, free_ctas);
   auto it = bound.launches_.find(key);
   if (it != bound.launches_.end()) return &it->second;
+  RETURN_IF_ERROR(RefuseIfCapturing(api(), stream, "launch of this kernel, binding and backend"));
 
   KernelLaunch l;
   l.function = k.fused_fn_;
@@ -331,7 +350,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
 
 absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
-  ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
+  ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options, stream));
   return group_->Launch(*l, stream,
                         LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles,
                                        options.prefer_copy_engines});
@@ -357,6 +376,9 @@ absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {
 absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
+  if (k.local_fn_ == nullptr) {
+    RETURN_IF_ERROR(RefuseIfCapturing(api(), stream, "local launch of this kernel"));
+  }
   RETURN_IF_ERROR(LoadLocal(k));
   KernelLaunch l;
   l.function = k.local_fn_;

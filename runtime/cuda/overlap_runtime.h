@@ -211,7 +211,11 @@ class OverlapRuntime {
                                                             const LaunchOptions& options);
 
  private:
-  absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options);
+  // The launch of `bound` under `options`, built on first use. `stream`: where it will be
+  // issued; a first use on a stream being captured into a graph is refused (building does
+  // synchronous uploads, which a capture forbids).
+  absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options,
+                                              CUstream stream = nullptr);
   // The group's node map, for every kernel this runtime generates.
   jit::CodegenOptions Codegen() const;
   std::unique_ptr<Group> group_;

@@ -6,8 +6,20 @@
 //
 // Protocol (see DESIGN.md "Executing on GPUs" and runtime/cuda/group.h):
 // - Launch e (epoch e = 1, 2, ...) considers an incoming chunk arrived when its signal word on
-//   this rank is >= e. Signals are never reset, so no memset between launches and CUDA-graph
-//   replay works (the runtime rewrites the epoch of a replayed graph's nodes).
+//   this rank is >= e. Signals are never reset, so no memset between launches.
+// - Where e comes from. Host epoch (launch_epoch == nullptr; copy-engine launches and groups
+//   spanning nodes): `epoch` by value, and the host announces the launch with stream memory ops
+//   (entered words, progress words) before the kernel; a graph of such a launch must have its
+//   values rewritten per replay (LaunchGraph). Device epoch (launch_epoch != nullptr): the
+//   kernel takes e = launch_epoch[0] + 1 itself, so a launch captured in anybody's CUDA graph
+//   runs with a new epoch at every replay. Every CTA's thread 0 reads the word first thing,
+//   keeps e in shared memory (LaunchEpoch()), then counts itself in launch_epoch[1]; the last
+//   CTA to do so (every CTA has read the word by then) resets the count and stores e back for
+//   the next launch. CTA 0 announces e: peer_entered[q] for every rank q of the node, and
+//   progress[0] (host-mapped); the CTA that runs the tail waits writes progress[1] = e after
+//   them. Ranks of a group may mix the two (the host writes launch_epoch[0] = e before a
+//   host-epoch launch), as long as the host can count the epochs: no host-epoch launch after a
+//   device-epoch launch was captured in a graph the runtime does not replay itself.
 // - Producer tiles count into chunk_counters[c]; the last one resets the counter to 0 and
 //   publishes chunk c: it release-stores chunk_ready[c] = epoch (the launch waits of a
 //   copy-engine launch turn that into a gate for the copy's side stream); for the SM / direct
@@ -48,7 +60,7 @@ typedef int64_t syncopate_i64;
 
 namespace syncopate {
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
@@ -114,6 +126,11 @@ struct FusedLaunchArgs {
   // launch that aborts breaks the group, so no later launch sees them mid-way). nullptr: claim
   // deals statically.
   syncopate_u32* tile_counter;
+  // Device epoch (see "Where e comes from" above), or all three nullptr for a host epoch.
+  syncopate_u32* launch_epoch;         // device [2]: the last launch's epoch, CTAs started
+  syncopate_u32* const* peer_entered;  // device table [world_size]: rank q's entered word about
+                                       // this rank (nullptr: q on another node)
+  syncopate_u32* progress;             // host-mapped [2]: epoch started, epoch finished
 };
 
 }  // namespace syncopate

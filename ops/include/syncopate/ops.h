@@ -139,12 +139,21 @@ class Op {
   // Stream-ordered on `stream`: copies the inputs into the workspace where the kernel needs
   // them there (see InputWorkspace), launches, copies the output out. Never allocates device
   // memory except on the first run with a new `b` (binding a weight: warm up before capturing)
-  // and never waits on the host. Every rank must run the same sequence of Ms. Not capturable in
-  // a CUDA graph yet (FailedPrecondition): the launch's epoch is a kernel argument.
+  // and never waits on the host. Every rank must run the same sequence of Ms, in stream order
+  // (one stream, or streams joined by events).
+  //
+  // Capturable: a run on a stream being captured into the caller's CUDA graph is recorded, and
+  // every replay of the graph is a new run (the kernels take their launch epoch on the device),
+  // as long as every rank replays the same graphs in the same order. Needs the SM backend on
+  // every bucket and a run of the same bucket and `b` before the capture (the warm-up does the
+  // one-time setup); else FailedPrecondition, and the op stays usable. The op and its
+  // workspace must outlive the graph. Runs outside graphs and replays may be mixed freely.
   Status Run(const RunArgs& args, CUstream stream);
   // Waits for every run on `stream`. DeadlineExceeded names a peer that did not deliver; that
   // error, like any failed run's, is sticky: later calls return it.
   Status Synchronize(CUstream stream);
+  // The sticky error, or a device-side wait that timed out in any run so far (replays of a
+  // graph included; read from host-mapped memory, no synchronisation), or OK.
   Status error() const;
 
   Result<PathChoice> Path(int64_t m) const;

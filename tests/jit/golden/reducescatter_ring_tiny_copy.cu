@@ -178,6 +178,7 @@ syncopate_fused_tiny_copy_b54f388de42a1815(syncopate::FusedLaunchArgs args) {
   using Tables = syncopate_generated::Tables;
   using Schedule = syncopate::FusedSchedule<Tables>;
   if (args.rank < 0 || args.rank >= Tables::kWorldSize) return;
+  syncopate::EnterLaunch(args);  // the device epoch, if the launch has one
   syncopate::CtaTrace trace(args);  // no-op unless args.cta_trace
   if (blockIdx.x < args.num_comm_ctas) {  // SM backend: move chunks
     if (!syncopate::RunTransferProgram<Tables>(args)) return;

@@ -37,7 +37,7 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
   for (int d = op.dep_begin; d < op.dep_end; ++d) {
     const WaitEntry w = Tables::deps()[d];
     const unsigned v = LoadAcquireSys(SignalWord(args, w));
-    if (!EpochReached(v, args.epoch)) {
+    if (!EpochReached(v, LaunchEpoch(args))) {
       blocked = w;
       seen = v;
       return false;
@@ -45,7 +45,7 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
   }
   if (op.ready_chunk >= 0) {
     const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
-    if (!EpochReached(v, args.epoch)) {
+    if (!EpochReached(v, LaunchEpoch(args))) {
       blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
       seen = v;
       return false;

@@ -44,7 +44,7 @@ SYNCOPATE_DEVICE bool RunLaunchWaitsOfKind(const FusedLaunchArgs& args, int kind
       const bool last = i + 1 == args.num_launch_waits ||
                         args.launch_waits[i + 1].kind != kGateWait ||
                         args.launch_waits[i + 1].gate != op.gate;
-      if (last) StoreReleaseSys(args.gate_words + op.gate, args.epoch);
+      if (last) StoreReleaseSys(args.gate_words + op.gate, LaunchEpoch(args));
     }
   }
   return ok;
@@ -55,9 +55,44 @@ SYNCOPATE_DEVICE void ReleaseAllGates(const FusedLaunchArgs& args, int tid, int 
   for (unsigned i = static_cast<unsigned>(tid); i < args.num_launch_waits;
        i += static_cast<unsigned>(nthreads)) {
     const LaunchWaitOp op = args.launch_waits[i];
-    if (op.kind == kGateWait) StoreReleaseSys(args.gate_words + op.gate, args.epoch);
+    if (op.kind == kGateWait) StoreReleaseSys(args.gate_words + op.gate, LaunchEpoch(args));
   }
   __threadfence_system();
+}
+
+// CTA-collective, first in every CTA of a fused kernel: takes the device epoch (a no-op for a
+// host-epoch launch; launch_abi.h, "Where e comes from"). One thread reads launch_epoch[0],
+// announces the launch if this is CTA 0, then counts the CTA as started; the last CTA to start
+// (all have read the word by then: read, fence, count) stores the epoch back for the next
+// launch. The announcement is a release store per peer: everything this rank did before this
+// kernel (its reads of the last launch's data included) is complete, since the kernel started.
+SYNCOPATE_DEVICE void EnterLaunch(const FusedLaunchArgs& args) {
+  if (args.launch_epoch == nullptr) return;
+  if (FlatThreadIdx() == 0) {
+    const unsigned e = LoadRelaxedSys(args.launch_epoch) + 1u;
+    detail::SharedLaunchEpoch() = e;
+    const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
+      for (int q = 0; q < args.world_size; ++q) {
+        if (args.peer_entered[q] != nullptr) StoreReleaseSys(args.peer_entered[q], e);
+      }
+      if (args.progress != nullptr) StoreReleaseSys(args.progress, e);
+    }
+    __threadfence();
+    if (atomicAdd(args.launch_epoch + 1, 1u) + 1u == ctas) {
+      atomicExch(args.launch_epoch + 1, 0u);
+      __threadfence();
+      atomicExch(args.launch_epoch, e);
+    }
+  }
+  __syncthreads();
+}
+
+// One thread, after this launch's tail waits: the host's watch sees the launch end.
+SYNCOPATE_DEVICE void MarkLaunchFinished(const FusedLaunchArgs& args) {
+  if (args.launch_epoch != nullptr && args.progress != nullptr) {
+    StoreReleaseSys(args.progress + 1, LaunchEpoch(args));
+  }
 }
 
 // CTA-collective: gates, then tails. The control CTA of a copy-engine launch.
@@ -71,12 +106,14 @@ SYNCOPATE_DEVICE void RunControlCta(const FusedLaunchArgs& args) {
   }
   RunLaunchWaitsOfKind(args, kTailWait, tid, n);
   __syncthreads();
+  if (tid == 0) MarkLaunchFinished(args);
 }
 
 // CTA-collective: tails only (comm CTA 0 of an SM launch, after its transfer program).
 SYNCOPATE_DEVICE void RunTailWaits(const FusedLaunchArgs& args) {
   RunLaunchWaitsOfKind(args, kTailWait, FlatThreadIdx(), FlatBlockDim());
   __syncthreads();
+  if (FlatThreadIdx() == 0) MarkLaunchFinished(args);
 }
 
 }  // namespace syncopate

@@ -60,7 +60,7 @@ SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const Tran
         __threadfence_system();  // the other parts' stores before the signal
       }
     }
-    if (last) StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
+    if (last) StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
   }
   __syncthreads();
 }
@@ -90,7 +90,7 @@ SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const
   g.sync();
   if (g.tid == 0) {
     __threadfence_system();
-    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), args.epoch);
+    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
   }
 }
 
@@ -265,8 +265,9 @@ class FusedSchedule {
         }
         if (tid0) {
           // A landing guard releases this rank's own word: the peer may now reduce into it.
-          if (op.direct == kLandingGuard) StoreReleaseSys(args_.signals + op.signal, args_.epoch);
-          StoreReleaseSys(args_.chunk_ready + c, args_.epoch);
+          if (op.direct == kLandingGuard)
+            StoreReleaseSys(args_.signals + op.signal, LaunchEpoch(args_));
+          StoreReleaseSys(args_.chunk_ready + c, LaunchEpoch(args_));
         }
       }
     }
@@ -342,8 +343,9 @@ class FusedSchedule {
           GroupMoveChunkAndSignal(args_, op, Tables::segments(), g);
         }
         if (tid0) {
-          if (op.direct == kLandingGuard) StoreReleaseSys(args_.signals + op.signal, args_.epoch);
-          StoreReleaseSys(args_.chunk_ready + c, args_.epoch);
+          if (op.direct == kLandingGuard)
+            StoreReleaseSys(args_.signals + op.signal, LaunchEpoch(args_));
+          StoreReleaseSys(args_.chunk_ready + c, LaunchEpoch(args_));
         }
       }
     }
@@ -367,7 +369,7 @@ class FusedSchedule {
     const int end = Tables::out_base()[args_.rank + 1];
     for (int i = begin; i < end; ++i) {
       if (Tables::out_chunks()[i].producers == 0) {
-        StoreReleaseSys(args_.chunk_ready + (i - begin), args_.epoch);
+        StoreReleaseSys(args_.chunk_ready + (i - begin), LaunchEpoch(args_));
       }
     }
   }

@@ -40,6 +40,20 @@ SYNCOPATE_DEVICE bool EpochReached(unsigned seen, unsigned epoch) {
   return static_cast<int>(seen - epoch) >= 0;
 }
 
+namespace detail {
+// The launch's device epoch, one per CTA (EnterLaunch in launch_waits.cuh sets it).
+SYNCOPATE_DEVICE unsigned& SharedLaunchEpoch() {
+  __shared__ unsigned epoch;
+  return epoch;
+}
+}  // namespace detail
+
+// This launch's epoch: the host's by-value one, or the device epoch EnterLaunch took
+// (launch_abi.h, "Where e comes from").
+SYNCOPATE_DEVICE unsigned LaunchEpoch(const FusedLaunchArgs& args) {
+  return args.launch_epoch != nullptr ? detail::SharedLaunchEpoch() : args.epoch;
+}
+
 // Device-memory abort only: the fast check of every spin round.
 SYNCOPATE_DEVICE bool DeviceAborted(const FusedLaunchArgs& args) {
   return args.device_abort != nullptr && LoadRelaxedSys(args.device_abort) != 0u;
@@ -69,7 +83,7 @@ SYNCOPATE_DEVICE void RecordTimeout(const FusedLaunchArgs& args, int tile, const
     v->chunk = w.transfer;
     v->peer = w.peer;
     v->signal = w.signal;
-    v->expected = args.epoch;
+    v->expected = LaunchEpoch(args);
     v->seen = seen;
     v->waited_ns = waited_ns;
     v->what = what;
@@ -111,7 +125,7 @@ SYNCOPATE_DEVICE bool SpinUntilEpoch(const FusedLaunchArgs& args, const unsigned
                                      const WaitEntry& w, int tile, SpinState& st, int what = 0) {
   for (;;) {
     const unsigned seen = LoadAcquireSys(flag);
-    if (EpochReached(seen, args.epoch)) return true;
+    if (EpochReached(seen, LaunchEpoch(args))) return true;
     if (!SpinRound(args, st, tile, w, seen, what)) return false;
   }
 }

@@ -1,0 +1,293 @@
+// Ops captured in the caller's CUDA graph (syncopate/ops.h, Run): an engine's loop (warm-up,
+// one capture of two ops at every bucket and a small unfused M, 1,000 replays, every output
+// checked after every replay, direct runs mixed in); the refusals that keep a capture honest
+// (no warm-up, the copy engine); a peer that stops replaying, named by a sticky error.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/base/status_macros.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/handles.h"
+#include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/cuda/workloads/workloads.h"
+#include "syncopate/ops.h"
+#include "tests/ops/ops_gpu_support.h"
+
+namespace syncopate::ops::gpu_test {
+namespace {
+
+constexpr uint16_t kNaNBits = 0x7FC0;  // bf16 NaN (fp16: a NaN too): never an expected value
+
+// An executable graph, destroyed with its graph.
+class Graph {
+ public:
+  Graph(const cuda::DriverApi& api, CUgraph graph) : api_(api), graph_(graph) {}
+  ~Graph() {
+    if (exec_ != nullptr) CU_LOG_IF_ERROR(api_.cuGraphExecDestroy(exec_));
+    if (graph_ != nullptr) CU_LOG_IF_ERROR(api_.cuGraphDestroy(graph_));
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  absl::Status Instantiate() {
+    CU_RETURN_IF_ERROR(api_.cuGraphInstantiateWithFlags(&exec_, graph_, 0));
+    return absl::OkStatus();
+  }
+  CUgraphExec exec() const { return exec_; }
+
+ private:
+  const cuda::DriverApi& api_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+// One op of the loop with, per M, its input, its output buffer and the expected output.
+struct LoopOp {
+  Case c;
+  std::unique_ptr<Op> op;
+  cuda::DeviceBuffer weight;
+  std::vector<cuda::DeviceBuffer> inputs, outputs;
+  std::vector<std::vector<float>> expected;
+};
+
+absl::StatusOr<LoopOp> MakeLoopOp(const Case& c, const std::string& job, int rank,
+                                  const std::vector<int64_t>& ms) {
+  const cuda::DriverApi& api = **cuda::Driver();
+  LoopOp l;
+  l.c = c;
+  std::unique_ptr<cuda::NodeRendezvous> unused;
+  ASSIGN_OR_RETURN(l.op, CreateOp(c, job, rank, unused));
+  const int64_t k = 256 / c.world;
+  const bool gather = c.kind == OpKind::kAllGatherMatmul;
+  for (int64_t m : ms) {
+    const int64_t rows = gather ? m / c.world : m;
+    ASSIGN_OR_RETURN(l.inputs.emplace_back(), cuda::DeviceBuffer::Allocate(api, rows * k * 2));
+    RETURN_IF_ERROR(Upload(api, l.inputs.back().get(), Matrix(SeedA(rank), rows, k), c.dtype));
+    l.expected.push_back(Expected(c, rank, m, kN, k, 0));
+    ASSIGN_OR_RETURN(l.outputs.emplace_back(),
+                     cuda::DeviceBuffer::Allocate(api, l.expected.back().size() * 2));
+  }
+  ASSIGN_OR_RETURN(l.weight, cuda::DeviceBuffer::Allocate(api, kN * k * 2));
+  RETURN_IF_ERROR(Upload(api, l.weight.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
+  return l;
+}
+
+RunArgs ArgsAt(const LoopOp& l, const std::vector<int64_t>& ms, size_t j) {
+  return RunArgs{.m = ms[j], .a = l.inputs[j].get(), .b = l.weight.get(), .c = l.outputs[j].get()};
+}
+
+// Every output of every op set to NaN on `stream`, so a replay that skipped one shows.
+absl::Status Poison(const cuda::DriverApi& api, const std::vector<LoopOp>& ops, CUstream stream) {
+  for (const LoopOp& l : ops) {
+    for (size_t j = 0; j < l.outputs.size(); ++j) {
+      CU_RETURN_IF_ERROR(
+          api.cuMemsetD16Async(l.outputs[j].get(), kNaNBits, l.expected[j].size(), stream));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAll(const cuda::DriverApi& api, const std::vector<LoopOp>& ops,
+                      const std::vector<int64_t>& ms, const std::string& when) {
+  for (const LoopOp& l : ops) {
+    for (size_t j = 0; j < ms.size(); ++j) {
+      RETURN_IF_ERROR(ExpectEqual(api, l.outputs[j].get(), l.expected[j], kN, l.c.dtype,
+                                  absl::StrCat(l.c.name, " M=", ms[j], " ", when)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Waits through the ops (a device-side timeout comes back named) and checks every output.
+absl::Status SyncAndCheck(const cuda::DriverApi& api, std::vector<LoopOp>& ops,
+                          const std::vector<int64_t>& ms, CUstream stream,
+                          const std::string& when) {
+  for (LoopOp& l : ops) OPS_RETURN_IF_ERROR(l.op->Synchronize(stream));
+  return CheckAll(api, ops, ms, when);
+}
+
+// Two ops (case `c` and the other kind, each its own group) captured into one graph: every
+// bucket's M, an M that pads, and a small M on the unfused path.
+absl::Status RunCapturedLoop(const Case& c, const std::string& job, int rank) {
+  constexpr int kReplays = 1000;
+  const std::vector<int64_t> ms = {2048, 1024, 1000, 512, int64_t{8} * c.world};
+  Case other = c;
+  other.name = c.name + "_second";
+  other.kind =
+      c.kind == OpKind::kAllGatherMatmul ? OpKind::kMatmulReduceScatter : OpKind::kAllGatherMatmul;
+  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+  std::vector<LoopOp> ops;
+  ASSIGN_OR_RETURN(ops.emplace_back(), MakeLoopOp(c, job, rank, ms));
+  ASSIGN_OR_RETURN(ops.emplace_back(), MakeLoopOp(other, job + "_2", rank, ms));
+  ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+  // Warm-up: every (op, M) once, outside any graph.
+  for (LoopOp& l : ops) {
+    for (size_t j = 0; j < ms.size(); ++j)
+      OPS_RETURN_IF_ERROR(l.op->Run(ArgsAt(l, ms, j), stream.get()));
+  }
+  RETURN_IF_ERROR(SyncAndCheck(*api, ops, ms, stream.get(), "warm-up"));
+  // Capture, in the mode PyTorch's torch.cuda.graph uses.
+  CU_RETURN_IF_ERROR(api->cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
+  absl::Status captured = absl::OkStatus();
+  for (size_t j = 0; j < ms.size() && captured.ok(); ++j) {
+    for (LoopOp& l : ops) {
+      if (captured.ok()) captured = ToAbsl(l.op->Run(ArgsAt(l, ms, j), stream.get()));
+    }
+  }
+  CUgraph raw = nullptr;
+  const CUresult ended = api->cuStreamEndCapture(stream.get(), &raw);
+  Graph graph(*api, raw);
+  RETURN_IF_ERROR(captured);
+  CU_RETURN_IF_ERROR(ended);
+  RETURN_IF_ERROR(graph.Instantiate());
+  for (int i = 0; i < kReplays; ++i) {
+    RETURN_IF_ERROR(Poison(*api, ops, stream.get()));
+    CU_RETURN_IF_ERROR(api->cuGraphLaunch(graph.exec(), stream.get()));
+    RETURN_IF_ERROR(SyncAndCheck(*api, ops, ms, stream.get(), absl::StrCat("replay ", i)));
+    if (i % 100 == 50) {  // direct runs between replays take the next epochs as well
+      RETURN_IF_ERROR(Poison(*api, ops, stream.get()));
+      for (size_t j = 0; j < ms.size(); ++j) {
+        for (LoopOp& l : ops) OPS_RETURN_IF_ERROR(l.op->Run(ArgsAt(l, ms, j), stream.get()));
+      }
+      RETURN_IF_ERROR(
+          SyncAndCheck(*api, ops, ms, stream.get(), absl::StrCat("direct runs after replay ", i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class OpsCaptureTest : public OpsGpuTest {};
+
+TEST_P(OpsCaptureTest, AThousandReplaysOfTwoOpsAtEveryBucketAreAllRight) {
+  ExpectEveryRankSucceeds(GetParam(), "ops_graph", &RunCapturedLoop);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpsCaptureTest,
+                         ::testing::Values(Case{.name = "ag_w2",
+                                                .kind = OpKind::kAllGatherMatmul,
+                                                .backend = Backend::kSm,
+                                                .m_buckets = {512, 1024, 2048}},
+                                           Case{.name = "rs_w4",
+                                                .kind = OpKind::kMatmulReduceScatter,
+                                                .world = 4,
+                                                .backend = Backend::kSm,
+                                                .m_buckets = {512, 1024, 2048}},
+                                           Case{.name = "ar_w2_fused",
+                                                .kind = OpKind::kMatmulAllReduce,
+                                                .backend = Backend::kSm,
+                                                .path = PathPreference::kFused,
+                                                .m_buckets = {512, 1024, 2048}}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+// Runs `run` on a stream under capture and ends the capture; returns what the run returned.
+Status RunUnderCapture(const cuda::DriverApi& api, Op& op, const RunArgs& args, CUstream stream) {
+  if (api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) {
+    return Status(StatusCode::kInternal, "cuStreamBeginCapture failed");
+  }
+  Status ran = op.Run(args, stream);
+  CUgraph graph = nullptr;
+  (void)api.cuStreamEndCapture(stream, &graph);
+  if (graph != nullptr) (void)api.cuGraphDestroy(graph);
+  return ran;
+}
+
+absl::Status ExpectRefusal(const Status& got, const std::string& words, const std::string& what) {
+  if (got.code() == StatusCode::kFailedPrecondition &&
+      got.message().find(words) != std::string::npos) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(
+      absl::StrCat(what, ": not refused as expected (want \"", words, "\"): ", got.ToString()));
+}
+
+// A capture before any run of the bucket, and a capture of a copy-engine op, are refused
+// (FailedPrecondition naming why) and leave the op usable: not sticky.
+TEST_F(OpsGpuTest, CaptureWithoutWarmUpOrOnTheCopyEngineIsRefusedAndTheOpStaysUsable) {
+  const std::string job = workloads::UniqueGroupId("ops_capture_refused");
+  std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
+    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::DeviceBuffer::Allocate(*api, 1 << 20));
+    ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+    const RunArgs args{.m = 512, .a = buf.get(), .b = buf.get(), .c = buf.get()};
+    for (Backend backend : {Backend::kSm, Backend::kCopyEngine}) {
+      const bool ce = backend == Backend::kCopyEngine;
+      Case c{.name = ce ? "ce" : "sm", .kind = OpKind::kAllGatherMatmul, .backend = backend};
+      std::unique_ptr<cuda::NodeRendezvous> unused;
+      ASSIGN_OR_RETURN(std::unique_ptr<Op> op,
+                       CreateOp(c, absl::StrCat(job, "_", c.name), rank, unused));
+      if (!ce) {
+        RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()),
+                                      "before the capture", "capture before a warm-up"));
+      }
+      OPS_RETURN_IF_ERROR(op->error());
+      OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
+      OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
+      if (ce) {
+        RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()), "copy engine",
+                                      "capture of a copy-engine op"));
+        OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
+        OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
+      }
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+}
+
+// Both ranks capture; rank 1 never replays. Rank 0's replay ends at its device-side deadline:
+// Synchronize names rank 1, and error() and every later run return the same.
+TEST_F(OpsGpuTest, APeerThatStopsReplayingIsNamedByAStickyError) {
+  const std::string job = workloads::UniqueGroupId("ops_graph_absent");
+  std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
+    Case c{.name = "ag",
+           .kind = OpKind::kAllGatherMatmul,
+           .backend = Backend::kSm,
+           .path = PathPreference::kFused};
+    OpConfig config = OpConfigFor(c);
+    config.timeout_ms = 1500;
+    Result<std::unique_ptr<Op>> created =
+        Op::Create({.job = job, .rank = rank, .world = 2}, config);
+    OPS_RETURN_IF_ERROR(created.status());
+    Op& op = **created;
+    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::DeviceBuffer::Allocate(*api, 8 << 20));
+    ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+    const RunArgs args{.m = kMaxM, .a = buf.get(), .b = buf.get(), .c = buf.get()};
+    OPS_RETURN_IF_ERROR(op.Run(args, stream.get()));
+    OPS_RETURN_IF_ERROR(op.Synchronize(stream.get()));
+    CU_RETURN_IF_ERROR(api->cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
+    const Status ran = op.Run(args, stream.get());
+    CUgraph raw = nullptr;
+    CU_RETURN_IF_ERROR(api->cuStreamEndCapture(stream.get(), &raw));
+    Graph graph(*api, raw);
+    OPS_RETURN_IF_ERROR(ran);
+    RETURN_IF_ERROR(graph.Instantiate());
+    if (rank == 1) {
+      absl::SleepFor(absl::Seconds(6));  // alive, mapped, never replaying
+      return absl::OkStatus();
+    }
+    CU_RETURN_IF_ERROR(api->cuGraphLaunch(graph.exec(), stream.get()));
+    const Status first = op.Synchronize(stream.get());
+    if (first.code() != StatusCode::kDeadlineExceeded ||
+        first.message().find("rank 1") == std::string::npos) {
+      return absl::InternalError("rank 1 not named: " + first.ToString());
+    }
+    const Status again = op.Run(args, stream.get());
+    if (op.error().message() != first.message() || again.message() != first.message()) {
+      return absl::InternalError("error not sticky: " + op.error().ToString() + " / " +
+                                 again.ToString());
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+}
+
+}  // namespace
+}  // namespace syncopate::ops::gpu_test
