@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
 targets=(cuda_unit_test cuda_gpu_test ops_gpu_test ops_bench gpu_overlap_bench staged_ucx_bench syncopated
-         control_plane_bench syncopate syncopate_tp_bench inter_node_bench)
+         control_plane_bench syncopate syncopate_tp_bench inter_node_bench syncopate_shared)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"${JOBS:-$(scripts/jobs.sh)}" --target "${targets[@]}"
 rm -rf .device/bin
@@ -23,3 +23,10 @@ if [[ -f ../shared/tools/torch_mps_baseline.py ]]; then
   cp ../shared/tools/torch_mps_baseline.py .device/bin/
 fi
 cp bench/multigpu/concurrent_rows.py .device/bin/
+# The Python package's GPU check (ops/python/tests/gpu/README.md): libsyncopate.so with its
+# libraries, the package and the script, which finds both beside itself.
+# The package goes under python/ (.device/bin/syncopate is the CLI); the check takes --lib.
+../shared/tools/device-bundle .device/bin "$build/ops/libsyncopate.so"
+mkdir -p .device/bin/python/syncopate
+cp ops/python/syncopate/*.py .device/bin/python/syncopate/
+cp ops/python/tests/gpu/torch_ops_check.py .device/bin/python/

@@ -22,6 +22,7 @@ a later call with a larger M builds a new one.
 Importing this module imports torch; `import syncopate` never does.
 """
 
+import dataclasses
 import hashlib
 import threading
 
@@ -91,9 +92,10 @@ def _op_for(group_name, cls, n, k, dtype, m):
             _ops.pop(key).close()
         generation = _generation.get(key, 0)
         _generation[key] = generation + 1
-        op_group = Group(_job_name(group, cls.KIND, n, k, dtype, generation), group.rank,
-                         group.world, group.device, group.rendezvous_timeout_ms,
-                         group.rendezvous_dir)
+        # The registered group with its own job per op: everything else (the allgather
+        # bootstrap included) carries over.
+        op_group = dataclasses.replace(
+            group, job=_job_name(group, cls.KIND, n, k, dtype, generation))
         op_max_m = max(m, max_m or 0)
         op = cls(op_group, op_max_m, n, k, dtype=dtype, **options)
         _ops[key] = op
