@@ -107,7 +107,7 @@ absl::Status Group::Init() {
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_entered_table_.get(), table.data(),
                                       sizeof(CUdeviceptr) * world_size()));
   ASSIGN_OR_RETURN(host_words_, PinnedHostBuffer::Allocate(api, sizeof(HostWords)));
-  ASSIGN_OR_RETURN(fork_event_, Event::Create(api));
+  ASSIGN_OR_RETURN(side_streams_, SideStreams::Create(api));
   ASSIGN_OR_RETURN(launch_done_, Event::Create(api));
   RETURN_IF_ERROR(rescue_stream_.Synchronize());
   // No peer may write into this rank's control block before it is zeroed.
@@ -121,17 +121,6 @@ Group::~Group() {
     (void)context_.MakeCurrent();
     CU_LOG_IF_ERROR(context_.api().cuCtxSynchronize());
   }
-}
-
-absl::Status Group::EnsureSideStreams(int n) {
-  const DriverApi& api = context_.api();
-  while (static_cast<int>(side_streams_.size()) < n) {
-    ASSIGN_OR_RETURN(Stream s, Stream::Create(api));
-    side_streams_.push_back(std::move(s));
-    ASSIGN_OR_RETURN(Event e, Event::Create(api));
-    join_events_.push_back(std::move(e));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace syncopate::cuda

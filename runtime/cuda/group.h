@@ -70,6 +70,7 @@
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/launch_waits.h"
 #include "runtime/cuda/rendezvous.h"
+#include "runtime/cuda/side_streams.h"
 #include "runtime/cuda/symmetric_memory.h"
 #include "syncopate/launch_abi.h"
 
@@ -235,12 +236,6 @@ class Group {
                              const LaunchSettings& timeouts);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                            const LaunchSettings& timeouts) const;
-  absl::Status EnsureSideStreams(int n);
-  // A copy step's contiguous copies on side stream `s`: one cuMemcpyBatchAsync preferring the
-  // copy engines when `batch` (and the driver has it), else one cuMemcpyAsync each.
-  absl::Status IssueCopyProgram(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                                const LaunchSettings& timeouts);
-  absl::Status IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch);
   absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
   // from this rank's control block). Only once the launch's streams have ended: the read
@@ -283,9 +278,7 @@ class Group {
   DeviceBuffer peer_entered_table_;  // u32* [world]: rank q's entered word about this rank
   PinnedHostBuffer host_words_;     // HostWords
   Stream rescue_stream_;            // Init's memsets
-  std::vector<Stream> side_streams_;
-  std::vector<Event> step_events_;  // one per copy step others depend on (grown on demand)
-  Event fork_event_;
+  SideStreams side_streams_;        // the copy-engine backend's (side_streams.h)
   Event launch_done_;               // recorded after the last launch's join
   uint32_t epoch_ = 0;              // epoch of the last launch issued
   uint32_t synced_epoch_ = 0;
@@ -296,7 +289,6 @@ class Group {
   bool broken_ = false;
   absl::Duration last_wait_timeout_ = absl::Seconds(2);  // the last launch's, for Sync's watch
   Stream capture_stream_;
-  std::vector<Event> join_events_;
   GateWatch gate_watch_;  // the last copy-engine launch's gates, sampled by Sync()
 };
 

@@ -1,22 +1,12 @@
 // Issuing a launch of the protocol (group.h, control_block.h): the kernel's arguments, the
 // copy-engine gates it watches, and the side streams' copies and flags.
 #include <cstring>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "runtime/cuda/group.h"
 
 namespace syncopate::cuda {
-namespace {
-
-// A 2D copy whose rows are back to back on both sides: one range.
-bool IsContiguous(const Copy2D& c) {
-  return c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes);
-}
-
-}  // namespace
-
 FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                                 const LaunchSettings& timeouts) const {
   FusedLaunchArgs args;
@@ -135,114 +125,30 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
   gate_watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
-  if (copy_engine) {
-    RETURN_IF_ERROR(EnsureSideStreams(program.num_channels));
-    CU_RETURN_IF_ERROR(api.cuEventRecord(fork_event_.get(), stream));
-  }
+  if (copy_engine) RETURN_IF_ERROR(side_streams_.Fork(stream, program.num_channels));
   // 2. The fused kernel, before any side-stream work that waits for what it writes.
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(
       launch.function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
       launch.block[1], launch.block[2], launch.shared_bytes, stream, params, nullptr));
   // 3. Copy engine: each step waits only for its gate word (host-mapped, released by the kernel
   // above or by the host).
-  if (copy_engine) RETURN_IF_ERROR(IssueCopyProgram(launch, stream, epoch, timeouts));
+  if (copy_engine) {
+    const CopyStepWords words{
+        .gate =
+            [this](int g) {
+              return HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g);
+            },
+        .signal = [this](int owner, int index) { return SignalWord(owner, index); },
+        .drained = [this](int owner, int about) { return DrainedWord(owner, about); }};
+    RETURN_IF_ERROR(side_streams_.Issue(program, launch.step_gates, stream, epoch,
+                                        timeouts.prefer_copy_engines && epoch != kCaptureEpoch,
+                                        words, me));
+  }
   // 4. The kernel waited for everything destined to this rank (its tail waits).
   if (!device_epoch) {
     CU_RETURN_IF_ERROR(
         api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_finished)),
                                  epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
-  }
-  return absl::OkStatus();
-}
-
-// Step 3 of Issue: the copy program on the side streams, forked from `stream` (fork_event_ was
-// recorded before the kernel) and joined back into it. Each step waits only for its gate word
-// and the steps it names, then signals its destination.
-absl::Status Group::IssueCopyProgram(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                                     const LaunchSettings& timeouts) {
-  const DriverApi& api = context_.api();
-  const int me = rank();
-  const CopyProgram& program = launch.copy_program;
-  for (int c = 0; c < program.num_channels; ++c) {
-    CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(side_streams_[c].get(), fork_event_.get(), 0));
-  }
-  std::set<int> referenced;
-  for (const CopyStep& s : program.steps)
-    referenced.insert(s.after_steps.begin(), s.after_steps.end());
-  while (step_events_.size() < program.steps.size()) {
-    ASSIGN_OR_RETURN(Event e, Event::Create(api));
-    step_events_.push_back(std::move(e));
-  }
-  for (size_t i = 0; i < program.steps.size(); ++i) {
-    const CopyStep& step = program.steps[i];
-    CUstream s = side_streams_[step.channel].get();
-    for (int after : step.after_steps) {
-      CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(s, step_events_[after].get(), 0));
-    }
-    if (launch.step_gates[i] >= 0) {
-      const CUdeviceptr gate =
-          HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * launch.step_gates[i]);
-      CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, gate, epoch, CU_STREAM_WAIT_VALUE_GEQ));
-    }
-    RETURN_IF_ERROR(
-        IssueContiguousCopies(step, s, timeouts.prefer_copy_engines && epoch != kCaptureEpoch));
-    for (const Copy2D& c : step.copies) {
-      if (IsContiguous(c)) continue;
-      CUDA_MEMCPY2D m;
-      std::memset(&m, 0, sizeof(m));
-      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.srcDevice = c.src;
-      m.srcPitch = c.src_pitch;
-      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.dstDevice = c.dst;
-      m.dstPitch = c.dst_pitch;
-      m.WidthInBytes = c.row_bytes;
-      m.Height = c.rows;
-      CU_RETURN_IF_ERROR(api.cuMemcpy2DAsync(&m, s));
-    }
-    // The default write carries a fence: the copies above are visible before the signal.
-    if (step.signal >= 0) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, SignalWord(step.signal_rank, step.signal),
-                                                  epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
-    }
-    if (step.drained_rank >= 0) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, DrainedWord(step.drained_rank, me), epoch,
-                                                  CU_STREAM_WRITE_VALUE_DEFAULT));
-    }
-    if (referenced.count(static_cast<int>(i))) {
-      CU_RETURN_IF_ERROR(api.cuEventRecord(step_events_[i].get(), s));
-    }
-  }
-  for (int c = 0; c < program.num_channels; ++c) {
-    CU_RETURN_IF_ERROR(api.cuEventRecord(join_events_[c].get(), side_streams_[c].get()));
-    CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(stream, join_events_[c].get(), 0));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Group::IssueContiguousCopies(const CopyStep& step, CUstream s, bool batch) {
-  const DriverApi& api = context_.api();
-  std::vector<CUdeviceptr> dsts, srcs;
-  std::vector<size_t> sizes;
-  for (const Copy2D& c : step.copies) {
-    if (!IsContiguous(c)) continue;
-    dsts.push_back(c.dst);
-    srcs.push_back(c.src);
-    sizes.push_back(c.row_bytes * c.rows);  // one copy per contiguous range
-  }
-  if (dsts.empty()) return absl::OkStatus();
-  if (batch && api.cuMemcpyBatchAsync != nullptr) {
-    // The sources are written earlier on the launch stream (the gate orders them): stream order.
-    CUmemcpyAttributes attrs{};
-    attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    attrs.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
-    size_t first = 0;
-    CU_RETURN_IF_ERROR(api.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
-                                              &attrs, &first, 1, s));
-    return absl::OkStatus();
-  }
-  for (size_t i = 0; i < dsts.size(); ++i) {
-    CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dsts[i], srcs[i], sizes[i], s));
   }
   return absl::OkStatus();
 }

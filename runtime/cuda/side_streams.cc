@@ -1,0 +1,122 @@
+// See side_streams.h.
+#include "runtime/cuda/side_streams.h"
+
+#include <cstring>
+#include <set>
+
+#include "core/base/status_macros.h"
+
+namespace syncopate::cuda {
+namespace {
+
+// A 2D copy whose rows are back to back on both sides: one range.
+bool IsContiguous(const Copy2D& c) {
+  return c.rows == 1 || (c.src_pitch == c.row_bytes && c.dst_pitch == c.row_bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<SideStreams> SideStreams::Create(const DriverApi& api) {
+  SideStreams s(api);
+  ASSIGN_OR_RETURN(s.fork_, Event::Create(api));
+  return s;
+}
+
+absl::Status SideStreams::Fork(CUstream stream, int channels) {
+  while (static_cast<int>(streams_.size()) < channels) {
+    ASSIGN_OR_RETURN(Stream s, Stream::Create(*api_));
+    streams_.push_back(std::move(s));
+    ASSIGN_OR_RETURN(Event e, Event::Create(*api_));
+    joins_.push_back(std::move(e));
+  }
+  CU_RETURN_IF_ERROR(api_->cuEventRecord(fork_.get(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status SideStreams::Issue(const CopyProgram& program, const std::vector<int>& step_gates,
+                                CUstream stream, uint32_t epoch, bool batch_copies,
+                                const CopyStepWords& words, int me) {
+  const DriverApi& api = *api_;
+  for (int c = 0; c < program.num_channels; ++c) {
+    CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(streams_[c].get(), fork_.get(), 0));
+  }
+  std::set<int> referenced;
+  for (const CopyStep& s : program.steps)
+    referenced.insert(s.after_steps.begin(), s.after_steps.end());
+  while (steps_.size() < program.steps.size()) {
+    ASSIGN_OR_RETURN(Event e, Event::Create(api));
+    steps_.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const CopyStep& step = program.steps[i];
+    CUstream s = streams_[step.channel].get();
+    for (int after : step.after_steps) {
+      CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(s, steps_[after].get(), 0));
+    }
+    if (step_gates[i] >= 0) {
+      CU_RETURN_IF_ERROR(
+          api.cuStreamWaitValue32(s, words.gate(step_gates[i]), epoch, CU_STREAM_WAIT_VALUE_GEQ));
+    }
+    RETURN_IF_ERROR(IssueStepCopies(step, s, batch_copies));
+    // The default write carries a fence: the copies above are visible before the signal.
+    if (step.signal >= 0) {
+      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, words.signal(step.signal_rank, step.signal),
+                                                  epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
+    if (step.drained_rank >= 0) {
+      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, words.drained(step.drained_rank, me), epoch,
+                                                  CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
+    if (referenced.count(static_cast<int>(i))) {
+      CU_RETURN_IF_ERROR(api.cuEventRecord(steps_[i].get(), s));
+    }
+  }
+  for (int c = 0; c < program.num_channels; ++c) {
+    CU_RETURN_IF_ERROR(api.cuEventRecord(joins_[c].get(), streams_[c].get()));
+    CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(stream, joins_[c].get(), 0));
+  }
+  return absl::OkStatus();
+}
+
+// A step's contiguous ranges (batched where asked and available), then its strided copies.
+absl::Status SideStreams::IssueStepCopies(const CopyStep& step, CUstream s, bool batch) const {
+  const DriverApi& api = *api_;
+  std::vector<CUdeviceptr> dsts, srcs;
+  std::vector<size_t> sizes;
+  for (const Copy2D& c : step.copies) {
+    if (!IsContiguous(c)) continue;
+    dsts.push_back(c.dst);
+    srcs.push_back(c.src);
+    sizes.push_back(c.row_bytes * c.rows);  // one copy per contiguous range
+  }
+  if (!dsts.empty() && batch && api.cuMemcpyBatchAsync != nullptr) {
+    // The sources are written earlier on the launch stream (the gate orders them): stream order.
+    CUmemcpyAttributes attrs{};
+    attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attrs.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+    size_t first = 0;
+    CU_RETURN_IF_ERROR(api.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
+                                              &attrs, &first, 1, s));
+  } else {
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dsts[i], srcs[i], sizes[i], s));
+    }
+  }
+  for (const Copy2D& c : step.copies) {
+    if (IsContiguous(c)) continue;
+    CUDA_MEMCPY2D m;
+    std::memset(&m, 0, sizeof(m));
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = c.src;
+    m.srcPitch = c.src_pitch;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = c.dst;
+    m.dstPitch = c.dst_pitch;
+    m.WidthInBytes = c.row_bytes;
+    m.Height = c.rows;
+    CU_RETURN_IF_ERROR(api.cuMemcpy2DAsync(&m, s));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::cuda

@@ -1,0 +1,56 @@
+// The copy-engine backend's side streams (group.h, protocol step 3): one per plan channel,
+// forked from the launch stream before the fused kernel and joined back into it after the copy
+// program. Each step waits only for its gate word (host-mapped, released by this process's
+// kernel or host) and the steps it names, copies, then writes its destination's signal word
+// (and the drained word of a pull). Never a wait on another process (group.h says why).
+//
+// Thread-safety: used by one thread at a time (the group's launching thread).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cuda/copy_program.h"
+#include "runtime/cuda/handles.h"
+
+namespace syncopate::cuda {
+
+// Where a launch's copy steps wait and write (device addresses, as this process maps them).
+struct CopyStepWords {
+  std::function<CUdeviceptr(int gate)> gate;                 // host-mapped gate word
+  std::function<CUdeviceptr(int owner, int index)> signal;   // signals[index] of `owner`
+  std::function<CUdeviceptr(int owner, int about)> drained;  // drained[about] of `owner`
+};
+
+class SideStreams {
+ public:
+  static absl::StatusOr<SideStreams> Create(const DriverApi& api);
+  SideStreams() = default;
+
+  // Before the kernel: `channels` side streams exist, and none starts before what `stream`
+  // holds so far.
+  absl::Status Fork(CUstream stream, int channels);
+  // After the kernel: `program`'s steps (step i gated by step_gates[i] >= 0), each signal and
+  // drained word set to `epoch`, then `stream` joins every side stream. `batch_copies`: a step's
+  // contiguous ranges as one cuMemcpyBatchAsync preferring the copy engines, where the driver
+  // has it (else one cuMemcpyAsync each, which the driver may run on the SMs).
+  absl::Status Issue(const CopyProgram& program, const std::vector<int>& step_gates,
+                     CUstream stream, uint32_t epoch, bool batch_copies, const CopyStepWords& words,
+                     int me);
+
+ private:
+  explicit SideStreams(const DriverApi& api) : api_(&api) {}
+  absl::Status IssueStepCopies(const CopyStep& step, CUstream s, bool batch) const;
+
+  const DriverApi* api_ = nullptr;
+  std::vector<Stream> streams_;  // one per channel (grown on demand)
+  std::vector<Event> joins_;     // one per side stream
+  std::vector<Event> steps_;     // one per copy step others depend on (grown on demand)
+  Event fork_;
+};
+
+}  // namespace syncopate::cuda
