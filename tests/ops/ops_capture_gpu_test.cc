@@ -212,15 +212,16 @@ TEST_F(OpsGpuTest, CaptureWithoutWarmUpOrOnTheCopyEngineIsRefusedAndTheOpStaysUs
   const std::string job = workloads::UniqueGroupId("ops_capture_refused");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-    ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::DeviceBuffer::Allocate(*api, 1 << 20));
-    ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
-    const RunArgs args{.m = 512, .a = buf.get(), .b = buf.get(), .c = buf.get()};
     for (Backend backend : {Backend::kSm, Backend::kCopyEngine}) {
       const bool ce = backend == Backend::kCopyEngine;
       Case c{.name = ce ? "ce" : "sm", .kind = OpKind::kAllGatherMatmul, .backend = backend};
       std::unique_ptr<cuda::NodeRendezvous> unused;
+      // The op first: its Create makes the device's context current for the allocations.
       ASSIGN_OR_RETURN(std::unique_ptr<Op> op,
                        CreateOp(c, absl::StrCat(job, "_", c.name), rank, unused));
+      ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::DeviceBuffer::Allocate(*api, 1 << 20));
+      ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+      const RunArgs args{.m = 512, .a = buf.get(), .b = buf.get(), .c = buf.get()};
       if (!ce) {
         RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()),
                                       "before the capture", "capture before a warm-up"));
