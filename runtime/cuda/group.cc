@@ -106,9 +106,8 @@ absl::Status Group::Init() {
                    DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_entered_table_.get(), table.data(),
                                       sizeof(CUdeviceptr) * world_size()));
-  ASSIGN_OR_RETURN(host_words_, PinnedHostBuffer::Allocate(api, sizeof(HostWords)));
+  ASSIGN_OR_RETURN(watch_, LaunchWatch::Create(api));
   ASSIGN_OR_RETURN(side_streams_, SideStreams::Create(api));
-  ASSIGN_OR_RETURN(launch_done_, Event::Create(api));
   RETURN_IF_ERROR(rescue_stream_.Synchronize());
   // No peer may write into this rank's control block before it is zeroed.
   return rendezvous_->Barrier();

@@ -1,7 +1,9 @@
 // Group: the GPU side of one node-local group of ranks (one process per rank). Owns the CUDA
-// context, the rendezvous, the symmetric heap, this rank's control block (control_block.h) and the
-// host-mapped timeout record, and runs the launch protocol: epochs, the entry guard, the
-// copy-engine transfer program, the fused kernel, bounded waits and their diagnosis in Sync().
+// context, the rendezvous, the symmetric heap and this rank's control block (control_block.h),
+// and runs the launch protocol: epochs, the entry guard, the fused kernel, the order of it all.
+// Two parts have their own classes: the copy-engine side streams (side_streams.h) and the host
+// side of the bounded waits, its host-mapped words and Sync()'s watch (launch_watch.h); Sync()
+// adds the peers that never entered a failed launch.
 //
 // Launch protocol of launch e on stream S (every rank issues the same sequence of launches).
 // The rule that makes it correct under any mapping of streams onto hardware queues: a stream of
@@ -69,6 +71,7 @@
 #include "runtime/cuda/gate_watch.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/launch_waits.h"
+#include "runtime/cuda/launch_watch.h"
 #include "runtime/cuda/rendezvous.h"
 #include "runtime/cuda/side_streams.h"
 #include "runtime/cuda/symmetric_memory.h"
@@ -194,9 +197,7 @@ class Group {
   CUdeviceptr chunk_ready_word(int index) const { return ChunkReadyWord(index); }
   // Whether Sync() gave up on a launch and unblocked its streams: the words it wrote to do so
   // hold the epoch without their data, so nobody may act on them from then on. Any thread.
-  bool abort_raised() const {
-    return static_cast<const volatile HostWords*>(host_words_.host())->abort_flag != 0;
-  }
+  bool abort_raised() const { return watch_.abort_raised(); }
   CUdeviceptr peer_signal_table() const { return peer_signal_table_.get(); }
 
   // Builds and uploads `launch`'s launch waits (its copy program, peers and incoming signals
@@ -214,7 +215,7 @@ class Group {
 
   // DeadlineExceeded from the kernel's timeout record (host-mapped: no stream involved); OK when
   // no device wait timed out. Sticky: the record is written once per group. Any thread.
-  absl::Status RecordedTimeout() const;
+  absl::Status RecordedTimeout() const { return watch_.RecordedTimeout(); }
 
   // Captures one launch into a graph; see the file comment.
   absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
@@ -236,14 +237,11 @@ class Group {
                              const LaunchSettings& timeouts);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                            const LaunchSettings& timeouts) const;
-  absl::Status Diagnose(uint32_t epoch, absl::Duration waited);
   // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
   // from this rank's control block). Only once the launch's streams have ended: the read
   // goes through a stream.
   absl::Status WithAbsentPeers(const absl::Status& timed_out, uint32_t epoch);
-  absl::Status Unblock(uint32_t epoch);
-  HostWords& host_words() const { return *static_cast<HostWords*>(host_words_.host()); }
-  CUdeviceptr HostWordDevice(size_t offset) const { return host_words_.device() + offset; }
+  CUdeviceptr HostWordDevice(size_t offset) const { return watch_.WordDevice(offset); }
   CUdeviceptr EnteredWord(int owner, int about) const {
     return control_->peer(owner) + kEnteredOffset + sizeof(uint32_t) * about;
   }
@@ -276,10 +274,9 @@ class Group {
                                     // tile_counter[2], launch_epoch[2]
   DeviceBuffer peer_signal_table_;  // u32* [world]
   DeviceBuffer peer_entered_table_;  // u32* [world]: rank q's entered word about this rank
-  PinnedHostBuffer host_words_;     // HostWords
+  LaunchWatch watch_;                // host-mapped words, launch-done event, Sync's watch
   Stream rescue_stream_;            // Init's memsets
   SideStreams side_streams_;        // the copy-engine backend's (side_streams.h)
-  Event launch_done_;               // recorded after the last launch's join
   uint32_t epoch_ = 0;              // epoch of the last launch issued
   uint32_t synced_epoch_ = 0;
   bool single_node_ = true;
@@ -287,9 +284,7 @@ class Group {
   // device's epoch count, so host-epoch launches are refused from then on.
   bool epoch_uncounted_ = false;
   bool broken_ = false;
-  absl::Duration last_wait_timeout_ = absl::Seconds(2);  // the last launch's, for Sync's watch
   Stream capture_stream_;
-  GateWatch gate_watch_;  // the last copy-engine launch's gates, sampled by Sync()
 };
 
 // A captured launch; see Group's file comment. Replays advance the group's epoch.

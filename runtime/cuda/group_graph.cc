@@ -79,8 +79,7 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   }
   CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec_, stream));
   g.epoch_ = epoch;
-  g.last_wait_timeout_ = timeouts_.wait;
-  CU_RETURN_IF_ERROR(api.cuEventRecord(g.launch_done_.get(), stream));
+  RETURN_IF_ERROR(g.watch_.Issued(stream, timeouts_.wait));
   return absl::OkStatus();
 }
 

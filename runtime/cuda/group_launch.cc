@@ -23,7 +23,8 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.chunk_counters = reinterpret_cast<syncopate_u32*>(chunk_words_.get());
   args.chunk_ready = reinterpret_cast<syncopate_u32*>(ChunkReadyWord(0));
   args.wait_timeout_ns = static_cast<syncopate_u64>(absl::ToInt64Nanoseconds(timeouts.wait));
-  args.timeout_record = reinterpret_cast<WaitTimeoutRecord*>(host_words_.device());
+  args.timeout_record =
+      reinterpret_cast<WaitTimeoutRecord*>(HostWordDevice(offsetof(HostWords, record)));
   args.abort_flag =
       reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, abort_flag)));
   args.device_abort = reinterpret_cast<syncopate_u32*>(DeviceAbortWord());
@@ -124,7 +125,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   }
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
-  gate_watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
+  watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
   if (copy_engine) RETURN_IF_ERROR(side_streams_.Fork(stream, program.num_channels));
   // 2. The fused kernel, before any side-stream work that waits for what it writes.
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(
@@ -181,8 +182,7 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
     return issued;
   }
   epoch_ = epoch;
-  last_wait_timeout_ = timeouts.wait;
-  CU_RETURN_IF_ERROR(api.cuEventRecord(launch_done_.get(), stream));
+  RETURN_IF_ERROR(watch_.Issued(stream, timeouts.wait));
   return absl::OkStatus();
 }
 
