@@ -8,6 +8,7 @@
 // so padding rows produce padding results and never touch a real row). Results are copied out of
 // the same slab positions.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <utility>
@@ -93,10 +94,14 @@ struct Variant {
   OpKernels kernels;
   std::unique_ptr<cuda::FusedKernel> gemm;
   std::unique_ptr<cuda::FusedKernel> comm;  // the unfused path's transfers
+  // The GEMM's operand slot of the caller's own tensor that only this rank touches (AllGather:
+  // C; the reductions: A): at M == bucket_m its layout is the workspace's, so a run points the
+  // kernel at the caller's memory instead of copying (-1: always copy).
   struct Bound {
     std::unique_ptr<cuda::BoundKernel> gemm;
     std::unique_ptr<cuda::BoundKernel> comm;
   };
+  int in_place_slot = -1;
   std::map<CUdeviceptr, Bound> bindings;
 };
 
@@ -125,7 +130,9 @@ struct Op::Impl {
   absl::Status CheckRunArgs(const RunArgs& args) const;
   absl::Status CheckCapturable(const RunArgs& args);
   absl::Status Run(const RunArgs& args, CUstream stream);
-  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream);
+  // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
+  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr in_place);
+  CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
 };
 
@@ -219,7 +226,19 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
     ASSIGN_OR_RETURN(v.comm, rt->Compile(v.kernels.plan, v.kernels.comm_spec, CommOnlySource()));
     RETURN_IF_ERROR(rt->LoadLocal(*v.gemm));
   }
+  absl::StatusOr<int> slot =
+      rt->LocalOperandSlot(*v.gemm, config.kind == OpKind::kAllGatherMatmul ? "C" : "A");
+  v.in_place_slot = slot.ok() ? *slot : -1;  // else the copies, as for padded Ms
   return absl::OkStatus();
+}
+
+// The caller's pointer where a run at `m` can use it in place: the bucket's own M (no padding,
+// so the caller's rows are laid out as the workspace's) and 16-byte aligned (vector and TMA
+// accesses); else 0.
+CUdeviceptr Op::Impl::InPlace(const Variant& v, int64_t m, CUdeviceptr caller) const {
+  constexpr CUdeviceptr kAlignment = 16;
+  if (v.in_place_slot < 0 || m != v.path.bucket_m || caller % kAlignment != 0) return 0;
+  return caller;
 }
 
 // The run-time twin of ChoosePath (whose bucket each variant was built for): a lookup without
@@ -302,18 +321,24 @@ absl::Status Op::Impl::CheckCapturable(const RunArgs& args) {
   return absl::OkStatus();
 }
 
-absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream) {
+absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream,
+                              CUdeviceptr in_place) {
   cuda::LaunchOptions options;
   options.backend = RuntimeBackend(v.path.backend);
   options.timeout = absl::Milliseconds(config.timeout_ms);
   options.comm_ctas = config.comm_ctas;
-  if (v.path.fused) return rt->Launch(*bound.gemm, stream, options);
+  std::array<void*, kMaxOperands> gemm_operands{};
+  if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
+  if (v.path.fused) {
+    options.local_operands = gemm_operands;
+    return rt->Launch(*bound.gemm, stream, options);
+  }
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
     RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));
-    return rt->LaunchLocal(*bound.gemm, stream);
+    return rt->LaunchLocal(*bound.gemm, stream, 0, gemm_operands);
   }
-  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream));
+  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream, 0, gemm_operands));
   return rt->Launch(*bound.comm, stream, options);
 }
 
@@ -336,9 +361,12 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
       ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
-      RETURN_IF_ERROR(Launch(v, *bound, stream));
-      RETURN_IF_ERROR(
-          CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
+      const CUdeviceptr c_in_place = InPlace(v, args.m, args.c);
+      RETURN_IF_ERROR(Launch(v, *bound, stream, c_in_place));
+      if (c_in_place == 0) {
+        RETURN_IF_ERROR(
+            CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
+      }
       if (args.a_gathered != 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, args.a_gathered, rows, data->local(), slab, world, rows, a_row, stream));
@@ -347,10 +375,13 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
     }
     case OpKind::kMatmulReduceScatter:
     case OpKind::kMatmulAllReduce: {
-      RETURN_IF_ERROR(
-          CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
+      const CUdeviceptr a_in_place = InPlace(v, args.m, args.a);
+      if (a_in_place == 0) {
+        RETURN_IF_ERROR(
+            CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
+      }
       ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
-      RETURN_IF_ERROR(Launch(v, *bound, stream));
+      RETURN_IF_ERROR(Launch(v, *bound, stream, a_in_place));
       if (config.kind == OpKind::kMatmulReduceScatter) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
         return absl::OkStatus();

@@ -161,6 +161,9 @@ struct LaunchSettings {
   // Off: cuMemcpyAsync, which the driver may run as a kernel on the SMs (it does between two
   // processes' mappings of one GPU), competing with the fused kernel for them.
   bool prefer_copy_engines = true;
+  // Non-null entries replace the launch's operand of that slot for this launch only (slots no
+  // peer maps: OverlapRuntime::LocalOperandSlot checks).
+  std::array<void*, kMaxOperands> operands{};
 };
 
 class LaunchGraph;

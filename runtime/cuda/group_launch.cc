@@ -11,7 +11,9 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                                 const LaunchSettings& timeouts) const {
   FusedLaunchArgs args;
   std::memset(&args, 0, sizeof(args));
-  for (int i = 0; i < kMaxOperands; ++i) args.operands[i] = launch.operands[i];
+  for (int i = 0; i < kMaxOperands; ++i) {
+    args.operands[i] = timeouts.operands[i] != nullptr ? timeouts.operands[i] : launch.operands[i];
+  }
   for (int i = 0; i < kMaxScalars; ++i) args.scalars[i] = launch.scalars[i];
   args.rank = rank();
   args.world_size = world_size();

@@ -353,7 +353,7 @@ absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options, stream));
   return group_->Launch(*l, stream,
                         LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles,
-                                       options.prefer_copy_engines});
+                                       options.prefer_copy_engines, options.local_operands});
 }
 
 absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
@@ -373,7 +373,24 @@ absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {
   return absl::OkStatus();
 }
 
-absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas) {
+absl::StatusOr<int> OverlapRuntime::LocalOperandSlot(const FusedKernel& kernel,
+                                                     std::string_view name) const {
+  for (const jit::OperandSlot& slot : kernel.metadata().operands) {
+    if (slot.name != name) continue;
+    if (slot.role != jit::OperandRole::kLocal || !slot.kernel_param || !slot.buffer.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operand '", slot.name, "' (", jit::OperandRoleName(slot.role),
+          slot.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", slot.buffer, "\""),
+          ") is not local to this rank: its pointer is fixed by the binding"));
+    }
+    return slot.slot;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel has no operand '", absl::string_view(name.data(), name.size()), "'"));
+}
+
+absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas,
+                                         const std::array<void*, kMaxOperands>& local_operands) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
   if (k.local_fn_ == nullptr) {
@@ -387,6 +404,9 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
   const int resident = k.local_ctas_per_sm_ * group_->context().sm_count();
   l.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : std::max(1, std::min(md.num_tiles, resident)));
   l.operands = bound.local_operands_;
+  for (int i = 0; i < kMaxOperands; ++i) {
+    if (local_operands[i] != nullptr) l.operands[i] = local_operands[i];
+  }
   return group_->LaunchLocal(l, stream);
 }
 

@@ -72,6 +72,10 @@ struct LaunchOptions {
   bool dynamic_tiles = false;
   // Copy engine: ask the driver to run the copies on the copy engines (LaunchSettings).
   bool prefer_copy_engines = true;
+  // This launch's pointers for operand slots that only this rank touches (LocalOperandSlot), in
+  // place of the bound ones; nullptr keeps the binding's. No peer maps them, so they may change
+  // from launch to launch without a new binding: a caller's output written in place.
+  std::array<void*, kMaxOperands> local_operands{};
 };
 
 // A compiled overlap kernel (fused and local variants) loaded in the runtime's context.
@@ -194,7 +198,12 @@ class OverlapRuntime {
   absl::Status Launch(BoundKernel& bound, CUstream stream, const LaunchOptions& options);
   // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
   // on the first call (or by LoadLocal).
-  absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0);
+  absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0,
+                           const std::array<void*, kMaxOperands>& local_operands = {});
+  // The slot of `kernel`'s operand `name` if only this rank reads or writes it (a kernel
+  // parameter that is no plan buffer), so LaunchOptions::local_operands may replace it; else
+  // InvalidArgument naming why.
+  absl::StatusOr<int> LocalOperandSlot(const FusedKernel& kernel, std::string_view name) const;
   // Compiles and loads the local variant now, so a later LaunchLocal does no one-time work.
   absl::Status LoadLocal(const FusedKernel& kernel);
   // The grid a Launch with `options` runs: CTAs in all, of which comm CTAs (SM backend) come

@@ -137,10 +137,12 @@ class Op {
   Op& operator=(const Op&) = delete;
 
   // Stream-ordered on `stream`: copies the inputs into the workspace where the kernel needs
-  // them there (see InputWorkspace), launches, copies the output out. Never allocates device
-  // memory except on the first run with a new `b` (binding a weight: warm up before capturing)
-  // and never waits on the host. Every rank must run the same sequence of Ms, in stream order
-  // (one stream, or streams joined by events).
+  // them there (see InputWorkspace), launches, copies the output out. At a bucket's own M (no
+  // padding) the GEMM uses the caller's memory in place where only this rank touches it (the
+  // AllGather's c, the reductions' a; 16-byte aligned), so those copies are skipped. Never
+  // allocates device memory except on the first run with a new `b` (binding a weight: warm up
+  // before capturing) and never waits on the host. Every rank must run the same sequence of Ms, in
+  // stream order (one stream, or streams joined by events).
   //
   // Capturable: a run on a stream being captured into the caller's CUDA graph is recorded, and
   // every replay of the graph is a new run (the kernels take their launch epoch on the device),
