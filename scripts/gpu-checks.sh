@@ -9,7 +9,8 @@
 # setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
 # protocol's tests); the full binary runs once, time-sliced (SKIP_FULL=1: not at all).
 # The ops' tests (ops_gpu_test) run in OPS_MODES (default ts:8 mps:8; SKIP_OPS=1: not at all).
-# SKIP_BENCH=1: tests only. The benches include syncopate_tp_bench under MPS (tp_mps).
+# SKIP_BENCH=1: tests only. The benches include the ops from C++ and Python beside torch
+# (ops_py_vs_cpp) and syncopate_tp_bench (tp_mps), both under MPS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # bin, out, the library path; MPS around a command and the concurrency modes (ts:<c>, mps:<c>).
@@ -65,7 +66,24 @@ tp_mps() {
     > "$out/concurrent_rows.csv" || rc=1
   return $rc
 }
+# The ops from C++ (ops_bench) and from Python beside torch.ops.symm_mem (torch_ops_check.py),
+# LLaMA-3.1-8B at TP=2 under MPS, each M its own bucket in both: issue 19's Python-against-C++
+# and Syncopate-against-symm_mem figures from one call.
+ops_py_vs_cpp() {
+  local rc=0 kind
+  for kind in "ag --n 7168 --k 4096" "rs --n 4096 --k 7168" "ar --n 4096 --k 7168"; do
+    in_mode mps:8 "$bin/ops_bench" --kind $kind --world 2 --max-m 8192 --m 8192,2048 \
+      --backend sm --cache-dir "$out/ops-cache" || rc=1
+  done
+  if [[ -f $bin/python/torch_ops_check.py ]] && python3 -c 'import torch' 2>/dev/null; then
+    in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
+      --world 2 --parts ops,timing,graph --ms 8192,2048 --time-ms 8192,2048 \
+      --buckets 8192,2048 --cache-dir "$out/ops-cache" || rc=1
+  fi
+  return $rc
+}
 if [[ -z ${SKIP_BENCH:-} ]]; then
+  step ops_py_vs_cpp ops_py_vs_cpp
   step tp_bench_mps tp_mps
   step demo "$bin/syncopate" demo --quiet-timeline --cache-dir="$out/demo-cache"
   step gpu_overlap_bench "$bin/gpu_overlap_bench"

@@ -61,6 +61,9 @@ def parse_args(argv=None):
     ap.add_argument("--op-timeout-ms", type=int, default=10000,
                     help="the ops' device-side wait deadline (10000: time-sliced ranks wait long)")
     ap.add_argument("--cache-dir", help="kernel cache the ranks share (default: a temp folder)")
+    ap.add_argument("--buckets", type=ints, default=None,
+                    help="the ops' M buckets (default: the library's); ops_bench --m makes each "
+                         "M its own bucket, so pass the same Ms to compare Python with C++")
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -286,7 +289,8 @@ def create_ops(ctx):
         op, note, t0 = None, "", time.time()
         try:
             op = classes[kind](group, ctx.a.max_m, n, k, dtype="bf16",
-                               timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir)
+                               timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir,
+                               m_buckets=ctx.a.buckets)
             note = f"max_m={ctx.a.max_m} n={n} k={k} in {time.time() - t0:.1f} s"
         except Exception as e:
             note = "error: " + short(e)
