@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "jit/compiler/codegen.h"
+#include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
 #include "ops/core/op_kernels.h"
 #include "syncopate/ops.h"
@@ -218,6 +220,38 @@ TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
                                 : collective == Collective::kAllReduce ? "data"
                                                                        : "output");
     EXPECT_TRUE(jit::CheckSpecAgainstPlan(k->gemm_spec, k->plan).ok());
+  }
+}
+
+// Op::Run points the GEMM at the caller's own tensor at a bucket's M (AllGather: C; the
+// reductions: A) only through a slot no peer maps: a kernel parameter that is no plan buffer.
+// Were it one, the runtime would refuse the slot and every run would fall back to copying.
+TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
+  for (Collective collective :
+       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    OpKernelsRequest r;
+    r.collective = collective;
+    r.m = 2048;
+    r.n = 512;
+    r.k = 256;
+    r.world = 4;
+    absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+    ASSERT_TRUE(k.ok()) << k.status();
+    absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
+    ASSERT_TRUE(source.ok()) << source.status();
+    absl::StatusOr<jit::GeneratedKernel> fused =
+        jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    const std::string name = collective == Collective::kAllGather ? "C" : "A";
+    int found = 0;
+    for (const jit::OperandSlot& slot : fused->metadata.operands) {
+      if (slot.name != name) continue;
+      ++found;
+      EXPECT_EQ(slot.role, jit::OperandRole::kLocal) << name;
+      EXPECT_TRUE(slot.kernel_param) << name;
+      EXPECT_EQ(slot.buffer, "") << name << " is plan buffer " << slot.buffer;
+    }
+    EXPECT_EQ(found, 1) << name;
   }
 }
 
