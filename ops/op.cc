@@ -94,13 +94,13 @@ struct Variant {
   OpKernels kernels;
   std::unique_ptr<cuda::FusedKernel> gemm;
   std::unique_ptr<cuda::FusedKernel> comm;  // the unfused path's transfers
-  // The GEMM's operand slot of the caller's own tensor that only this rank touches (AllGather:
-  // C; the reductions: A): at M == bucket_m its layout is the workspace's, so a run points the
-  // kernel at the caller's memory instead of copying (-1: always copy).
   struct Bound {
     std::unique_ptr<cuda::BoundKernel> gemm;
     std::unique_ptr<cuda::BoundKernel> comm;
   };
+  // The GEMM's operand slot of the caller's own tensor that only this rank touches (AllGather:
+  // C; the reductions: A): at M == bucket_m its layout is the workspace's, so a run points the
+  // kernel at the caller's memory instead of copying (-1: always copy).
   int in_place_slot = -1;
   std::map<CUdeviceptr, Bound> bindings;
 };
