@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
@@ -227,14 +230,19 @@ TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
 // reductions: A) only through a slot no peer maps: a kernel parameter that is no plan buffer.
 // Were it one, the runtime would refuse the slot and every run would fall back to copying.
 TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
-  for (Collective collective :
-       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+  // The GPU tests' shapes: k = 256 / world (ops_gpu_support.h), worlds 2, 4 and 8.
+  for (const auto& [collective, world] :
+       std::vector<std::pair<Collective, int>>{{Collective::kAllGather, 2},
+                                               {Collective::kAllGather, 8},
+                                               {Collective::kReduceScatter, 4},
+                                               {Collective::kAllReduce, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "world " << world);
     OpKernelsRequest r;
     r.collective = collective;
     r.m = 2048;
-    r.n = 512;
-    r.k = 256;
-    r.world = 4;
+    r.n = 256;
+    r.k = 256 / world;
+    r.world = world;
     absl::StatusOr<OpKernels> k = BuildOpKernels(r);
     ASSERT_TRUE(k.ok()) << k.status();
     absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
