@@ -71,24 +71,37 @@ SYNCOPATE_DEVICE void RaiseAbort(const FusedLaunchArgs& args) {
   __threadfence_system();
 }
 
-// Fills the timeout record once per launch (the first expiring wait wins the atomicCAS) and
-// raises the device abort word so every other wait gives up at once.
-SYNCOPATE_DEVICE void RecordTimeout(const FusedLaunchArgs& args, int tile, const WaitEntry& w,
-                                    unsigned seen, unsigned long long waited_ns, int what = 0) {
-  WaitTimeoutRecord* rec = args.timeout_record;
+namespace detail {
+// RecordTimeout's work, compiled once rather than at every wait site (a cold path). Scalars
+// only: a FusedLaunchArgs reference would force the kernel's arguments into local memory.
+__device__ __noinline__ void FillTimeoutRecord(WaitTimeoutRecord* rec, unsigned* device_abort,
+                                               int rank, int tile, WaitEntry w,
+                                               unsigned expected, unsigned seen,
+                                               unsigned long long waited_ns, int what) {
   if (rec != nullptr && atomicCAS(&rec->timed_out, 0u, 1u) == 0u) {
     volatile WaitTimeoutRecord* v = rec;
-    v->rank = args.rank;
+    v->rank = rank;
     v->tile = tile;
     v->chunk = w.transfer;
     v->peer = w.peer;
     v->signal = w.signal;
-    v->expected = LaunchEpoch(args);
+    v->expected = expected;
     v->seen = seen;
     v->waited_ns = waited_ns;
     v->what = what;
   }
-  RaiseAbort(args);
+  __threadfence_system();
+  if (device_abort != nullptr) atomicExch(device_abort, 1u);
+  __threadfence_system();
+}
+}  // namespace detail
+
+// Fills the timeout record once per launch (the first expiring wait wins the atomicCAS) and
+// raises the device abort word so every other wait gives up at once.
+SYNCOPATE_DEVICE void RecordTimeout(const FusedLaunchArgs& args, int tile, const WaitEntry& w,
+                                    unsigned seen, unsigned long long waited_ns, int what = 0) {
+  detail::FillTimeoutRecord(args.timeout_record, args.device_abort, args.rank, tile, w,
+                            LaunchEpoch(args), seen, waited_ns, what);
 }
 
 // One spin round's bookkeeping, shared by every waiting loop: sleeps with backoff, checks the
