@@ -257,9 +257,9 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 // segments [begin, end) from `src` to `dst` (byte offsets relative to the two base pointers),
 // replacing or, with `reduce`, reducing element-wise. Returns after the group's stores are
 // issued. Not inlined: its five copy loops and the reductions were compiled again at every call
-// site (comm CTAs, direct moves); one copy cut the fused wgmma kernel's NVRTC time from 2.1-2.6
-// to 1.8-1.9 s (bench/RESULTS.md, 2026-12-06). It takes no FusedLaunchArgs reference, which a
-// call would force into local memory.
+// site (comm CTAs, direct moves); compiling them once took about a fifth off the fused wgmma
+// kernel's NVRTC time (bench/RESULTS.md, 2026-12-06). It takes no FusedLaunchArgs reference,
+// which a call would force into local memory.
 __device__ __noinline__ void GroupMoveSegments(const CopySegment* segments, int begin, int end,
                                         const void* src_base, void* dst_base, int dtype,
                                         int reduce, int tid, int nthreads, int part = 0,
