@@ -9,7 +9,7 @@ processes on cuda:0; each joins a gloo group over a loopback TCP store and
               TP=world layouts, M in --ms) and compares against an fp32 torch reference;
   2. library  does the same through torch.ops.syncopate.* (syncopate.torch_ops);
   3. timing   times op.run, torch.ops.symm_mem's fused ops and cuBLAS alone (--time-ms);
-  4. graph    tries to capture op.run in a CUDA graph (refused until issue 19's device epoch).
+  4. graph    captures op.run in torch.cuda.graph after a warm-up run and replays it, checked.
 Prints PASS/FAIL per check and `time,<op>,<M>,<impl>,<ms>` rows; exits 1 on any failure, 2 on a
 setup error. Every rank has a watchdog; the launcher kills and names ranks that hang.
 """
