@@ -7,7 +7,8 @@
 //     the goal is 10 us at M=128 with everything cached);
 //   - the GPU time of a replay of one run captured in a CUDA graph, against the direct run (the
 //     goal: within 2%); "-" where the op cannot be captured (the copy engine).
-// Rank 0 prints one row per M; each rank times its own runs on its own stream.
+// Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
+// Python check reports the slowest); each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
 #include <chrono>
 #include <cstdio>
@@ -167,9 +168,10 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     std::printf("%s world %d, N=%lld K=%lld per rank, path %s, backend %s\n",
                 OpKindName(config.kind), b.world, static_cast<long long>(n),
                 static_cast<long long>(k), b.path.c_str(), b.backend.c_str());
-    std::printf("%-6s %-7s %-8s %-5s %10s %10s %10s %14s %10s %10s\n", "M", "bucket", "path",
-                "chunks", "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call", "graph ms",
+    std::printf("%-4s %-6s %-7s %-8s %-5s %10s %10s %10s %14s %10s %10s\n", "rank", "M", "bucket",
+                "path", "chunks", "run ms", "cuBLAS ms", "run/cuBLAS", "host us/call", "graph ms",
                 "graph/run");
+    std::fflush(stdout);
   }
   for (int64_t m : b.ms) {
     ASSIGN_OR_RETURN(double run_ms, TimeRuns(r, m, b.reps));
@@ -187,16 +189,16 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / b.calls;
     Result<PathChoice> path = r.op->Path(m);
     RETURN_IF_ERROR(FromOps(path.status()));
-    if (rank == 0) {
-      const std::string graph_cells =
-          graph_ms ? absl::StrFormat("%10.3f %10.3f", *graph_ms, *graph_ms / run_ms)
-                   : absl::StrFormat("%10s %10s", "-", "-");
-      std::printf("%-6lld %-7lld %-8s %-5d %10.3f %10.3f %10.3f %14.1f %s\n",
-                  static_cast<long long>(m), static_cast<long long>(path->bucket_m),
-                  path->fused ? "fused" : "unfused", path->chunks, run_ms, cublas_ms,
-                  run_ms / cublas_ms, host_us, graph_cells.c_str());
-      std::fflush(stdout);
-    }
+    const std::string graph_cells =
+        graph_ms ? absl::StrFormat("%10.3f %10.3f", *graph_ms, *graph_ms / run_ms)
+                 : absl::StrFormat("%10s %10s", "-", "-");
+    // One write per row, so the ranks' rows do not interleave mid-line.
+    const std::string row =
+        absl::StrFormat("%-4d %-6d %-7d %-8s %-5d %10.3f %10.3f %10.3f %14.1f %s\n", rank, m,
+                        path->bucket_m, path->fused ? "fused" : "unfused", path->chunks, run_ms,
+                        cublas_ms, run_ms / cublas_ms, host_us, graph_cells);
+    std::fputs(row.c_str(), stdout);
+    std::fflush(stdout);
   }
   return absl::OkStatus();
 }
