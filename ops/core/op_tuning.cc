@@ -125,6 +125,8 @@ OpConfig WithMeasuredPaths(const OpConfig& config, int world,
     if (set) continue;
     // A measured copy engine cannot serve a reduction (a hand-edited file could say so).
     if (m.backend == Backend::kCopyEngine && config.kind != OpKind::kAllGatherMatmul) continue;
+    // The caller's backend wins too (e.g. the SM backend, which graph capture needs).
+    if (config.backend != Backend::kAuto && m.backend != config.backend) continue;
     std::ostringstream why;
     why << "measured " << m.ms << " ms against unfused " << m.unfused_ms << " ms (" << source
         << ")";

@@ -54,7 +54,8 @@ absl::StatusOr<std::vector<MeasuredBucket>> LookupOpTuning(const std::string& ca
                                                            const OpTuningKey& key);
 
 // `config` with a bucket_paths entry for each measured bucket that is one of its buckets and has
-// none yet (the caller's entries win); unchanged unless config.path is kAuto.
+// none yet (the caller's entries win), on the caller's backend where it named one; unchanged
+// unless config.path is kAuto.
 OpConfig WithMeasuredPaths(const OpConfig& config, int world,
                            const std::vector<MeasuredBucket>& measured, const std::string& source);
 

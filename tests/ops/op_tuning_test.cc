@@ -98,5 +98,19 @@ TEST_F(OpTuningTest, MeasuredPathsFillOnlyTheBucketsTheCallerLeftOpen) {
   EXPECT_EQ(WithMeasuredPaths(config, 2, measured, "x").bucket_paths.size(), 1u);
 }
 
+// An op made with backend=sm (graph capture needs it) takes no measured copy-engine path.
+TEST_F(OpTuningTest, MeasuredPathsKeepTheCallersBackend) {
+  OpConfig config = Config();
+  config.backend = Backend::kSm;
+  const std::vector<MeasuredBucket> measured = {
+      Bucket(512, true, Backend::kCopyEngine, 1, 0.08, 0.1),
+      Bucket(8192, true, Backend::kSm, 1, 1.0, 1.2)};
+  const OpConfig out = WithMeasuredPaths(config, 2, measured, "the file");
+  ASSERT_EQ(out.bucket_paths.size(), 1u);
+  EXPECT_EQ(out.bucket_paths[0].bucket_m, 8192);
+  config.backend = Backend::kAuto;
+  EXPECT_EQ(WithMeasuredPaths(config, 2, measured, "the file").bucket_paths.size(), 2u);
+}
+
 }  // namespace
 }  // namespace syncopate::ops
