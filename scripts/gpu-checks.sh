@@ -75,6 +75,9 @@ ops_py_vs_cpp() {
     in_mode mps:8 "$bin/ops_bench" --kind $kind --world 2 --max-m 8192 --m 8192,2048 \
       --backend sm --cache-dir "$out/ops-cache" || rc=1
   done
+  # The run call's host time with no copy at all (shard in the workspace, output in place).
+  in_mode mps:8 "$bin/ops_bench" --kind ag --n 7168 --k 4096 --world 2 --max-m 8192 \
+    --m 8192,2048,128 --backend sm --shard-in-workspace --cache-dir "$out/ops-cache" || rc=1
   if [[ -f $bin/python/torch_ops_check.py ]] && python3 -c 'import torch' 2>/dev/null; then
     in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
       --world 2 --parts ops,timing,graph --ms 8192,2048 --time-ms 8192,2048 \

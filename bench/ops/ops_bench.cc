@@ -4,7 +4,8 @@
 //     included, as the engine pays them), against cuBLAS's time for the same per-rank GEMM
 //     measured by the same rank in the same run;
 //   - the host time of one Run call (--calls calls issued back to back after a sync, averaged;
-//     the goal is 10 us at M=128 with everything cached);
+//     the goal is 10 us at M=128 with everything cached; --shard-in-workspace measures it with
+//     the AllGather's shard already in the op's workspace, as an engine writing it there would);
 //   - the GPU time of a replay of one run captured in a CUDA graph, against the direct run (the
 //     goal: within 2%); "-" where the op cannot be captured (the copy engine).
 // Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
@@ -46,6 +47,9 @@ struct BenchConfig {
   int calls = 20;
   std::string cache_dir;
   bool tune = false;
+  // AllGather: the shard lives where the op reads it (Op::InputWorkspace), as an engine that
+  // writes its activations there does: no input copy per run.
+  bool shard_in_workspace = false;
 };
 
 absl::Status FromOps(const Status& s) {
@@ -94,6 +98,7 @@ struct RankSetup {
   const cuda::DriverApi* api = nullptr;
   cuda::DeviceBuffer a, w, out;
   cuda::Stream stream;
+  bool shard_in_workspace = false;
 };
 
 absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config,
@@ -110,11 +115,13 @@ absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config
   ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
   CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.a.get(), 0, r.a.size(), r.stream.get()));
   CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.w.get(), 0, r.w.size(), r.stream.get()));
+  r.shard_in_workspace = b.shard_in_workspace;
   return r;
 }
 
 RunArgs ArgsAt(const RankSetup& r, int64_t m) {
-  return {.m = m, .a = r.a.get(), .b = r.w.get(), .c = r.out.get()};
+  const CUdeviceptr workspace = r.shard_in_workspace ? r.op->InputWorkspace(m) : 0;
+  return {.m = m, .a = workspace != 0 ? workspace : r.a.get(), .b = r.w.get(), .c = r.out.get()};
 }
 
 // Milliseconds per run at `m` after three warm-up runs, every run finished.
@@ -296,6 +303,8 @@ absl::Status Main(int argc, char** argv) {
   flags.Int("reps", &b.reps, "timed runs per M", 1);
   flags.Int("calls", &b.calls, "Run calls timed on the host per M", 1);
   flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
+  flags.Bool("shard-in-workspace", &b.shard_in_workspace,
+             "ag: pass the op's own input workspace as the shard (no input copy per run)");
   flags.Bool("tune", &b.tune,
              "time every path per M and store each bucket's fastest in --cache-dir's op tuning "
              "table (Op::Create reads it)");
