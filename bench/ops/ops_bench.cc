@@ -24,6 +24,7 @@
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
 #include "ops/core/op_tuning.h"
+#include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
@@ -51,11 +52,6 @@ struct BenchConfig {
   // writes its activations there does: no input copy per run.
   bool shard_in_workspace = false;
 };
-
-absl::Status FromOps(const Status& s) {
-  return s.ok() ? absl::OkStatus()
-                : absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());
-}
 
 OpConfig OpConfigFor(const BenchConfig& b) {
   OpConfig c;
@@ -106,7 +102,7 @@ absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config
   RankSetup r;
   Result<std::unique_ptr<Op>> created =
       Op::Create({.job = job, .rank = rank, .world = b.world}, config);
-  RETURN_IF_ERROR(FromOps(created.status()));
+  RETURN_IF_ERROR(ToAbsl(created.status()));
   r.op = std::move(*created);
   ASSIGN_OR_RETURN(r.api, cuda::Driver());
   ASSIGN_OR_RETURN(r.a, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.k * 2));
@@ -127,11 +123,11 @@ RunArgs ArgsAt(const RankSetup& r, int64_t m) {
 // Milliseconds per run at `m` after three warm-up runs, every run finished.
 absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
   const RunArgs args = ArgsAt(r, m);
-  auto run = [&] { return FromOps(r.op->Run(args, r.stream.get())); };
+  auto run = [&] { return ToAbsl(r.op->Run(args, r.stream.get())); };
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
-  RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
+  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
   ASSIGN_OR_RETURN(double ms, GpuMs(*r.api, r.stream.get(), reps, run));
-  RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
+  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
   return ms;
 }
 
@@ -142,26 +138,21 @@ absl::StatusOr<std::optional<double>> TimeGraphReplays(RankSetup& r, int64_t m, 
   CUstream stream = r.stream.get();
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
   const Status ran = r.op->Run(ArgsAt(r, m), stream);
-  CUgraph graph = nullptr;
-  const CUresult ended = api.cuStreamEndCapture(stream, &graph);
-  std::unique_ptr<CUgraph_st, void (*)(CUgraph)> graph_owner(graph, [](CUgraph g) {
-    if (g != nullptr) (void)(*cuda::Driver())->cuGraphDestroy(g);
-  });
+  CUgraph captured = nullptr;
+  const CUresult ended = api.cuStreamEndCapture(stream, &captured);
+  cuda::Graph graph(api, captured);
   if (ran.code() == StatusCode::kFailedPrecondition) return std::nullopt;
-  RETURN_IF_ERROR(FromOps(ran));
+  RETURN_IF_ERROR(ToAbsl(ran));
   CU_RETURN_IF_ERROR(ended);
-  CUgraphExec exec = nullptr;
-  CU_RETURN_IF_ERROR(api.cuGraphInstantiateWithFlags(&exec, graph, 0));
-  std::unique_ptr<CUgraphExec_st, void (*)(CUgraphExec)> exec_owner(
-      exec, [](CUgraphExec e) { (void)(*cuda::Driver())->cuGraphExecDestroy(e); });
+  RETURN_IF_ERROR(graph.Instantiate());
   auto replay = [&]() -> absl::Status {
-    CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec, stream));
+    CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph.exec(), stream));
     return absl::OkStatus();
   };
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(replay());
-  RETURN_IF_ERROR(FromOps(r.op->Synchronize(stream)));
+  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
   ASSIGN_OR_RETURN(double ms, GpuMs(api, stream, reps, replay));
-  RETURN_IF_ERROR(FromOps(r.op->Synchronize(stream)));
+  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
   return ms;
 }
 
@@ -190,12 +181,12 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
                      }));
     const RunArgs args = ArgsAt(r, m);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(FromOps(r.op->Run(args, r.stream.get())));
+    for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(ToAbsl(r.op->Run(args, r.stream.get())));
     const auto t1 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(FromOps(r.op->Synchronize(r.stream.get())));
+    RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
     const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / b.calls;
     Result<PathChoice> path = r.op->Path(m);
-    RETURN_IF_ERROR(FromOps(path.status()));
+    RETURN_IF_ERROR(ToAbsl(path.status()));
     const std::string graph_cells =
         graph_ms ? absl::StrFormat("%10.3f %10.3f", *graph_ms, *graph_ms / run_ms)
                  : absl::StrFormat("%10s %10s", "-", "-");

@@ -293,7 +293,6 @@ class Group {
 // A captured launch; see Group's file comment. Replays advance the group's epoch.
 class LaunchGraph {
  public:
-  ~LaunchGraph();
   absl::Status Replay(CUstream stream);
 
  private:
@@ -302,8 +301,7 @@ class LaunchGraph {
   Group* group_ = nullptr;
   KernelLaunch launch_;
   LaunchSettings timeouts_;
-  CUgraph graph_ = nullptr;
-  CUgraphExec exec_ = nullptr;
+  Graph graph_;
   CUgraphNode kernel_node_ = nullptr;
   CUDA_KERNEL_NODE_PARAMS kernel_params_{};
   struct MemOpNode {

@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
   absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts);
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(cs, &graph);
-  g->graph_ = graph;  // owned by g from here (destroyed with it)
+  g->graph_ = Graph(api, graph);  // owned by g from here (destroyed with it)
   RETURN_IF_ERROR(issued);
   CU_RETURN_IF_ERROR(ended);
   size_t n = 0;
@@ -43,15 +43,8 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
     }
   }
   if (g->kernel_node_ == nullptr) return absl::InternalError("captured launch has no kernel node");
-  CU_RETURN_IF_ERROR(api.cuGraphInstantiateWithFlags(&g->exec_, graph, 0));
+  RETURN_IF_ERROR(g->graph_.Instantiate());
   return g;
-}
-
-LaunchGraph::~LaunchGraph() {
-  if (group_ == nullptr) return;
-  const DriverApi& api = group_->api();
-  if (exec_) CU_LOG_IF_ERROR(api.cuGraphExecDestroy(exec_));
-  if (graph_) CU_LOG_IF_ERROR(api.cuGraphDestroy(graph_));
 }
 
 absl::Status LaunchGraph::Replay(CUstream stream) {
@@ -65,7 +58,7 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   CUDA_KERNEL_NODE_PARAMS kp = kernel_params_;
   kp.kernelParams = params;
   kp.extra = nullptr;
-  CU_RETURN_IF_ERROR(api.cuGraphExecKernelNodeSetParams(exec_, kernel_node_, &kp));
+  CU_RETURN_IF_ERROR(api.cuGraphExecKernelNodeSetParams(graph_.exec(), kernel_node_, &kp));
   for (MemOpNode& m : memop_nodes_) {
     std::vector<CUstreamBatchMemOpParams> ops = m.ops;
     for (CUstreamBatchMemOpParams& op : ops) {
@@ -75,9 +68,9 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
     }
     CUDA_BATCH_MEM_OP_NODE_PARAMS p = m.params;
     p.paramArray = ops.data();
-    CU_RETURN_IF_ERROR(api.cuGraphExecBatchMemOpNodeSetParams(exec_, m.node, &p));
+    CU_RETURN_IF_ERROR(api.cuGraphExecBatchMemOpNodeSetParams(graph_.exec(), m.node, &p));
   }
-  CU_RETURN_IF_ERROR(api.cuGraphLaunch(exec_, stream));
+  CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph_.exec(), stream));
   g.epoch_ = epoch;
   RETURN_IF_ERROR(g.watch_.Issued(stream, timeouts_.wait));
   return absl::OkStatus();

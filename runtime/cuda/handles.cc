@@ -163,6 +163,28 @@ absl::StatusOr<float> Event::ElapsedMsSince(const Event& start) const {
   return ms;
 }
 
+// ---- Graph ----
+Graph& Graph::operator=(Graph&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    api_ = o.api_;
+    graph_ = std::exchange(o.graph_, nullptr);
+    exec_ = std::exchange(o.exec_, nullptr);
+  }
+  return *this;
+}
+Graph::~Graph() { Reset(); }
+void Graph::Reset() {
+  if (exec_) CU_LOG_IF_ERROR(api_->cuGraphExecDestroy(exec_));
+  if (graph_) CU_LOG_IF_ERROR(api_->cuGraphDestroy(graph_));
+  exec_ = nullptr;
+  graph_ = nullptr;
+}
+absl::Status Graph::Instantiate() {
+  CU_RETURN_IF_ERROR(api_->cuGraphInstantiateWithFlags(&exec_, graph_, 0));
+  return absl::OkStatus();
+}
+
 // ---- Module ----
 absl::StatusOr<Module> Module::Load(const DriverApi& api, std::span<const char> image) {
   if (image.empty()) return absl::InvalidArgumentError("empty module image");

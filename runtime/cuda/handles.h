@@ -112,6 +112,31 @@ class Event {
   CUevent event_ = nullptr;
 };
 
+// A CUDA graph (what a stream capture recorded, adopted from cuStreamEndCapture) and, once
+// instantiated, its executable; both destroyed with it.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const DriverApi& api, CUgraph graph) : api_(&api), graph_(graph) {}
+  Graph(Graph&& o) noexcept
+      : api_(o.api_),
+        graph_(std::exchange(o.graph_, nullptr)),
+        exec_(std::exchange(o.exec_, nullptr)) {}
+  Graph& operator=(Graph&& o) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  absl::Status Instantiate();
+  CUgraph get() const { return graph_; }
+  CUgraphExec exec() const { return exec_; }  // null until Instantiate
+
+ private:
+  void Reset();
+  const DriverApi* api_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 // A loaded module (cubin, fatbin or PTX image) and lookups of its kernels.
 class Module {
  public:

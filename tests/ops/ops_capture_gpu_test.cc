@@ -23,28 +23,6 @@ namespace {
 
 constexpr uint16_t kNaNBits = 0x7FC0;  // bf16 NaN (fp16: a NaN too): never an expected value
 
-// An executable graph, destroyed with its graph.
-class Graph {
- public:
-  Graph(const cuda::DriverApi& api, CUgraph graph) : api_(api), graph_(graph) {}
-  ~Graph() {
-    if (exec_ != nullptr) CU_LOG_IF_ERROR(api_.cuGraphExecDestroy(exec_));
-    if (graph_ != nullptr) CU_LOG_IF_ERROR(api_.cuGraphDestroy(graph_));
-  }
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  absl::Status Instantiate() {
-    CU_RETURN_IF_ERROR(api_.cuGraphInstantiateWithFlags(&exec_, graph_, 0));
-    return absl::OkStatus();
-  }
-  CUgraphExec exec() const { return exec_; }
-
- private:
-  const cuda::DriverApi& api_;
-  CUgraph graph_ = nullptr;
-  CUgraphExec exec_ = nullptr;
-};
-
 // One op of the loop with, per M, its input, its output buffer and the expected output.
 struct LoopOp {
   Case c;
@@ -140,7 +118,7 @@ absl::Status RunCapturedLoop(const Case& c, const std::string& job, int rank) {
   }
   CUgraph raw = nullptr;
   const CUresult ended = api->cuStreamEndCapture(stream.get(), &raw);
-  Graph graph(*api, raw);
+  cuda::Graph graph(*api, raw);
   RETURN_IF_ERROR(captured);
   CU_RETURN_IF_ERROR(ended);
   RETURN_IF_ERROR(graph.Instantiate());
@@ -190,15 +168,16 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpsCaptureTest,
                            return info.param.name;
                          });
 
-// Runs `run` on a stream under capture and ends the capture; returns what the run returned.
+// Runs `op` on a stream under capture and ends the capture (the graph is discarded); returns
+// what the run returned.
 Status RunUnderCapture(const cuda::DriverApi& api, Op& op, const RunArgs& args, CUstream stream) {
   if (api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) {
     return Status(StatusCode::kInternal, "cuStreamBeginCapture failed");
   }
   Status ran = op.Run(args, stream);
-  CUgraph graph = nullptr;
-  (void)api.cuStreamEndCapture(stream, &graph);
-  if (graph != nullptr) (void)api.cuGraphDestroy(graph);
+  CUgraph captured = nullptr;
+  (void)api.cuStreamEndCapture(stream, &captured);
+  const cuda::Graph discarded(api, captured);
   return ran;
 }
 
@@ -271,7 +250,7 @@ TEST_F(OpsGpuTest, APeerThatStopsReplayingIsNamedByAStickyError) {
     const Status ran = op.Run(args, stream.get());
     CUgraph raw = nullptr;
     CU_RETURN_IF_ERROR(api->cuStreamEndCapture(stream.get(), &raw));
-    Graph graph(*api, raw);
+    cuda::Graph graph(*api, raw);
     OPS_RETURN_IF_ERROR(ran);
     RETURN_IF_ERROR(graph.Instantiate());
     if (rank == 1) {

@@ -11,11 +11,6 @@
 
 namespace syncopate::ops::gpu_test {
 
-absl::Status ToAbsl(const Status& s) {
-  return s.ok() ? absl::OkStatus()
-                : absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());
-}
-
 // -1, 0 or 1, a function of (seed, index) only, so every rank can regenerate a peer's input.
 float Value(uint64_t seed, int64_t i) {
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull;

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/status_macros.h"
+#include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/node_rendezvous.h"
 #include "runtime/cuda/workloads/multiprocess.h"
@@ -24,7 +25,7 @@
 
 namespace syncopate::ops::gpu_test {
 
-#define OPS_RETURN_IF_ERROR(expr) RETURN_IF_ERROR(::syncopate::ops::gpu_test::ToAbsl(expr))
+#define OPS_RETURN_IF_ERROR(expr) RETURN_IF_ERROR(::syncopate::ops::ToAbsl(expr))
 
 constexpr int64_t kMaxM = 2048, kN = 256;
 
@@ -39,8 +40,6 @@ struct Case {
   bool bootstrap = false;          // the group forms through a caller's allgather, not the sockets
   std::vector<int64_t> m_buckets;  // empty: the default buckets
 };
-
-absl::Status ToAbsl(const Status& s);
 
 // -1, 0 or 1, a function of (seed, index) only, so every rank can regenerate a peer's input.
 float Value(uint64_t seed, int64_t i);
