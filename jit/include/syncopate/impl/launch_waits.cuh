@@ -88,7 +88,8 @@ SYNCOPATE_DEVICE void EnterLaunch(const FusedLaunchArgs& args) {
   __syncthreads();
 }
 
-// One thread, after this launch's tail waits: the host's watch sees the launch end.
+// One thread, after a device-epoch launch's tail waits (comm CTA 0: such launches have no
+// control CTA, and a host-epoch launch's stream writes the word): the host's watch sees the end.
 SYNCOPATE_DEVICE void MarkLaunchFinished(const FusedLaunchArgs& args) {
   if (args.launch_epoch != nullptr && args.progress != nullptr) {
     StoreReleaseSys(args.progress + 1, LaunchEpoch(args));
@@ -106,7 +107,6 @@ SYNCOPATE_DEVICE void RunControlCta(const FusedLaunchArgs& args) {
   }
   RunLaunchWaitsOfKind(args, kTailWait, tid, n);
   __syncthreads();
-  if (tid == 0) MarkLaunchFinished(args);
 }
 
 // CTA-collective: tails only (comm CTA 0 of an SM launch, after its transfer program).

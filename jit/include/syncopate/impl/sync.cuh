@@ -65,12 +65,6 @@ SYNCOPATE_DEVICE bool LaunchAborted(const FusedLaunchArgs& args) {
          (args.abort_flag != nullptr && LoadRelaxedSys(args.abort_flag) != 0u);
 }
 
-SYNCOPATE_DEVICE void RaiseAbort(const FusedLaunchArgs& args) {
-  __threadfence_system();
-  if (args.device_abort != nullptr) atomicExch(args.device_abort, 1u);
-  __threadfence_system();
-}
-
 namespace detail {
 // RecordTimeout's work, compiled once rather than at every wait site (a cold path). Scalars
 // only: a FusedLaunchArgs reference would force the kernel's arguments into local memory.
