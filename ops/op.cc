@@ -128,7 +128,7 @@ struct Op::Impl {
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
-  absl::Status CheckCapturable(const RunArgs& args);
+  absl::Status CheckCapturable(const Variant& v, CUdeviceptr b) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr in_place);
@@ -302,19 +302,18 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
 // on the device (the SM backend, on every bucket, or a later copy-engine run would find the
 // epoch count lost), and its one-time work (the weight's binding, the launch's setup) must
 // have been done by a run before the capture.
-absl::Status Op::Impl::CheckCapturable(const RunArgs& args) {
-  for (const Variant& v : variants) {
-    if (v.path.backend == Backend::kCopyEngine) {
+absl::Status Op::Impl::CheckCapturable(const Variant& v, CUdeviceptr b) const {
+  for (const Variant& any : variants) {
+    if (any.path.backend == Backend::kCopyEngine) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "run under CUDA-graph capture: bucket M=", v.path.bucket_m,
+          "run under CUDA-graph capture: bucket M=", any.path.bucket_m,
           " uses the copy engine, whose launches take their epoch from the host and cannot be "
           "replayed by the caller's graph; create the op with backend=sm to capture it"));
     }
   }
-  ASSIGN_OR_RETURN(Variant * v, VariantFor(args.m));
-  if (v->bindings.find(args.b) == v->bindings.end()) {
+  if (v.bindings.find(b) == v.bindings.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "run under CUDA-graph capture: first run of bucket M=", v->path.bucket_m,
+        "run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
         " with this weight B; run it once before the capture (the binding's setup cannot be "
         "captured)"));
   }
@@ -348,7 +347,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   Variant& v = *variant;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(args));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(v, args.b));
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
   const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank
