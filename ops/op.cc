@@ -132,7 +132,8 @@ struct Op::Impl {
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr in_place);
-  CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller) const;
+  CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
+                      CUdeviceptr b) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
 };
 
@@ -226,18 +227,24 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
     ASSIGN_OR_RETURN(v.comm, rt->Compile(v.kernels.plan, v.kernels.comm_spec, CommOnlySource()));
     RETURN_IF_ERROR(rt->LoadLocal(*v.gemm));
   }
-  absl::StatusOr<int> slot =
-      rt->LocalOperandSlot(*v.gemm, config.kind == OpKind::kAllGatherMatmul ? "C" : "A");
-  v.in_place_slot = slot.ok() ? *slot : -1;  // else the copies, as for padded Ms
+  // Not local would be our kernels' defect (op_config_test checks every shape it builds); the
+  // runs would still be right, through the copies, so it costs speed, not the op.
+  absl::StatusOr<int> slot = rt->LocalOperandSlot(*v.gemm, v.kernels.in_place_operand);
+  v.in_place_slot = slot.ok() ? *slot : -1;
   return absl::OkStatus();
 }
 
-// The caller's pointer where a run at `m` can use it in place: the bucket's own M (no padding,
-// so the caller's rows are laid out as the workspace's) and 16-byte aligned (vector and TMA
-// accesses); else 0.
-CUdeviceptr Op::Impl::InPlace(const Variant& v, int64_t m, CUdeviceptr caller) const {
+// The caller's pointer (`caller_bytes` long) where a run at `m` can use it in place: the
+// bucket's own M (no padding, so the caller's rows are laid out as the workspace's), 16-byte
+// aligned (vector and TMA accesses) and apart from the weight `b` (the GEMM reads B while it
+// writes C, and declares them not to alias; through the workspace, an overlap is only the
+// caller's later copy); else 0.
+CUdeviceptr Op::Impl::InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
+                              CUdeviceptr b) const {
   constexpr CUdeviceptr kAlignment = 16;
   if (v.in_place_slot < 0 || m != v.path.bucket_m || caller % kAlignment != 0) return 0;
+  const CUdeviceptr b_end = b + static_cast<CUdeviceptr>(config.k * config.n * kElementBytes);
+  if (caller < b_end && b < caller + static_cast<CUdeviceptr>(caller_bytes)) return 0;
   return caller;
 }
 
@@ -261,8 +268,8 @@ CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
 absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) {
   auto it = v.bindings.find(b);
   if (it != v.bindings.end()) return &it->second;
-  // A and C are always the workspace's: the caller's activations move between calls, weights
-  // do not.
+  // A and C are bound to the workspace's: the caller's activations move between calls, weights
+  // do not (a run at a bucket's own M passes its caller's A or C for that launch only: InPlace).
   std::map<std::string, CUdeviceptr> operands = {{"B", b}};
   switch (config.kind) {
     case OpKind::kAllGatherMatmul:
@@ -360,7 +367,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
       ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
-      const CUdeviceptr c_in_place = InPlace(v, args.m, args.c);
+      const CUdeviceptr c_in_place = InPlace(v, args.m, args.c, args.m * c_row, args.b);
       RETURN_IF_ERROR(Launch(v, *bound, stream, c_in_place));
       if (c_in_place == 0) {
         RETURN_IF_ERROR(
@@ -374,7 +381,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
     }
     case OpKind::kMatmulReduceScatter:
     case OpKind::kMatmulAllReduce: {
-      const CUdeviceptr a_in_place = InPlace(v, args.m, args.a);
+      const CUdeviceptr a_in_place = InPlace(v, args.m, args.a, args.m * a_row, args.b);
       if (a_in_place == 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));

@@ -483,6 +483,27 @@ int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer)
   return -1;
 }
 
+bool IsPerLaunchOperand(const OperandSlot& slot) {
+  return slot.role == OperandRole::kLocal && slot.kernel_param && slot.buffer.empty();
+}
+
+absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
+                                         std::string_view name) {
+  for (const OperandSlot& slot : slots) {
+    if (slot.name != name) continue;
+    if (!IsPerLaunchOperand(slot)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operand '", slot.name, "' (", OperandRoleName(slot.role),
+          slot.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", slot.buffer, "\""),
+          slot.kernel_param ? "" : ", not a kernel parameter",
+          ") is not local to this rank: its pointer is fixed by the binding"));
+    }
+    return slot.slot;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel has no operand '", absl::string_view(name.data(), name.size()), "'"));
+}
+
 absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& spec,
                                       const std::vector<int>& node_map) {
   RETURN_IF_ERROR(CheckSpecAgainstPlan(spec, plan));

@@ -175,4 +175,11 @@ std::vector<OperandSlot> SpecOperandSlots(const KernelSpec& spec);
 // Slot index of the plan buffer `buffer` in `slots`, or -1.
 int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer);
 
+// Whether a launch may point `slot` at other memory for that launch alone: a kernel parameter
+// of the kernel's own (no plan buffer), so no peer and no copy program addresses it.
+bool IsPerLaunchOperand(const OperandSlot& slot);
+// The slot of operand `name` in `slots` if IsPerLaunchOperand; else InvalidArgument naming why.
+absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
+                                         std::string_view name);
+
 }  // namespace syncopate::jit

@@ -69,6 +69,7 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
       r.dtype, r.force_mma, r.tuned ? &*r.tuned : nullptr);
   out.gemm_spec = std::move(gemm.spec);
   out.gemm_source = gemm.source_name;
+  out.in_place_operand = ag ? "C" : "A";
   switch (r.collective) {
     case Collective::kAllGather:
       tp.shape = {r.m, r.k};

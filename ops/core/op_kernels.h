@@ -44,6 +44,10 @@ struct OpKernels {
   jit::KernelSpec comm_spec;  // same plan binding and tile grid, comm_only entry
   // The plan buffer the GEMM output lives in ("" for AllGather: C is local).
   std::string result_buffer;
+  // The GEMM operand only this rank touches, which a run at a bucket's own M takes straight from
+  // the caller (AllGather: its output C; the reductions: their input A). The runtime must find
+  // it local (jit::PerLaunchOperandSlot), else runs copy it.
+  std::string in_place_operand;
   bool has_reductions = false;  // the copy-engine backend cannot run this plan
   std::string gemm_source;      // jit::ExampleKernelSource name of the GEMM
 };

@@ -238,6 +238,14 @@ class Group {
                      const LaunchSettings& timeouts);
   absl::Status IssueCaptured(const KernelLaunch& launch, CUstream stream,
                              const LaunchSettings& timeouts);
+  // Marks the group broken (its ranks may be out of step), keeping the first cause; returns `why`.
+  absl::Status Break(absl::Status why);
+  // FailedPrecondition for any launch or Sync after the group broke, naming the first cause.
+  absl::Status BrokenError() const;
+  // FailedPrecondition for a host-epoch launch once a captured launch left the count to the device.
+  absl::Status CheckHostEpochCounted(const KernelLaunch& launch) const;
+  // The copy-engine gates Sync's watch samples while `launch` runs (null: none).
+  static WatchedGates GatesToWatch(const KernelLaunch& launch);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                            const LaunchSettings& timeouts) const;
   // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
@@ -287,6 +295,7 @@ class Group {
   // device's epoch count, so host-epoch launches are refused from then on.
   bool epoch_uncounted_ = false;
   bool broken_ = false;
+  absl::Status broken_cause_;  // why broken_ was set (the first failure)
   Stream capture_stream_;
 };
 

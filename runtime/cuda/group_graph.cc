@@ -6,7 +6,9 @@ namespace syncopate::cuda {
 
 absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLaunch& launch,
                                                                  const LaunchSettings& timeouts) {
-  if (broken_) return absl::FailedPreconditionError("group is broken");
+  if (broken_) return BrokenError();
+  // Its replays write the host's epoch into the stream's words, as Launch does.
+  RETURN_IF_ERROR(CheckHostEpochCounted(launch));
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
   auto g = std::unique_ptr<LaunchGraph>(new LaunchGraph);
@@ -49,7 +51,8 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
 
 absl::Status LaunchGraph::Replay(CUstream stream) {
   Group& g = *group_;
-  if (g.broken_) return absl::FailedPreconditionError("group is broken");
+  if (g.broken_) return g.BrokenError();
+  RETURN_IF_ERROR(g.CheckHostEpochCounted(launch_));
   const DriverApi& api = g.api();
   RETURN_IF_ERROR(g.context_.MakeCurrent());
   const uint32_t epoch = g.epoch_ + 1;
@@ -70,9 +73,14 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
     p.paramArray = ops.data();
     CU_RETURN_IF_ERROR(api.cuGraphExecBatchMemOpNodeSetParams(graph_.exec(), m.node, &p));
   }
-  CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph_.exec(), stream));
+  if (CUresult r = api.cuGraphLaunch(graph_.exec(), stream); r != CUDA_SUCCESS) {
+    return g.Break(CuError(r, "cuGraphLaunch", __FILE__, __LINE__));
+  }
   g.epoch_ = epoch;
-  RETURN_IF_ERROR(g.watch_.Issued(stream, timeouts_.wait));
+  g.watch_.Arm(Group::GatesToWatch(launch_));
+  if (absl::Status issued = g.watch_.Issued(stream, timeouts_.wait); !issued.ok()) {
+    return g.Break(issued);
+  }
   return absl::OkStatus();
 }
 

@@ -127,7 +127,6 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   }
   FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
   void* params[] = {&args};
-  watch_.Arm(copy_engine ? launch.watched_gates : nullptr);
   if (copy_engine) RETURN_IF_ERROR(side_streams_.Fork(stream, program.num_channels));
   // 2. The fused kernel, before any side-stream work that waits for what it writes.
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(
@@ -156,35 +155,56 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   return absl::OkStatus();
 }
 
+absl::Status Group::Break(absl::Status why) {
+  if (!broken_) broken_cause_ = why;
+  broken_ = true;
+  return why;
+}
+
+absl::Status Group::BrokenError() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("group '", options_.group_id,
+                   "' is broken after an earlier failed launch (its ranks are out of step; ",
+                   broken_cause_.message(), "); form a new group"));
+}
+
+absl::Status Group::CheckHostEpochCounted(const KernelLaunch& launch) const {
+  if (!epoch_uncounted_ || DeviceEpoch(launch)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "group '", options_.group_id, "': a ", BackendName(launch.backend),
+      " launch takes its epoch from the host, which lost count when an SM launch of this "
+      "group went into a CUDA graph the caller replays; use the SM backend for every launch "
+      "of a group that is captured"));
+}
+
+WatchedGates Group::GatesToWatch(const KernelLaunch& launch) {
+  const bool copy_engine =
+      launch.backend == Backend::kCopyEngine && !launch.copy_program.steps.empty();
+  return copy_engine ? launch.watched_gates : nullptr;
+}
+
 absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
                            const LaunchSettings& timeouts) {
-  if (broken_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("group '", options_.group_id,
-                     "' is broken after an earlier failed launch (its ranks are "
-                     "out of step); form a new group"));
-  }
+  if (broken_) return BrokenError();
   if (launch.function == nullptr) return absl::InvalidArgumentError("launch has no kernel");
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return IssueCaptured(launch, stream, timeouts);
-  if (epoch_uncounted_ && !DeviceEpoch(launch)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "group '", options_.group_id, "': a ", BackendName(launch.backend),
-        " launch takes its epoch from the host, which lost count when an SM launch of this "
-        "group went into a CUDA graph the caller replays; use the SM backend for every launch "
-        "of a group that is captured"));
-  }
+  RETURN_IF_ERROR(CheckHostEpochCounted(launch));
   const uint32_t epoch = epoch_ + 1;
-  absl::Status issued = Issue(launch, stream, epoch, timeouts);
-  if (!issued.ok()) {
-    broken_ = true;  // part of the launch may be queued: this rank is out of step
-    return issued;
+  // Part of a failed launch may be queued: this rank is out of step.
+  if (absl::Status issued = Issue(launch, stream, epoch, timeouts); !issued.ok()) {
+    return Break(issued);
   }
   epoch_ = epoch;
-  RETURN_IF_ERROR(watch_.Issued(stream, timeouts.wait));
+  // Armed only now, for the launch Sync will watch: a launch captured meanwhile (ours or the
+  // caller's) must not replace the gates of one still running.
+  watch_.Arm(GatesToWatch(launch));
+  if (absl::Status issued = watch_.Issued(stream, timeouts.wait); !issued.ok()) {
+    return Break(issued);  // Sync would watch the previous launch's event
+  }
   return absl::OkStatus();
 }
 
@@ -201,12 +221,11 @@ absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
         "stream operations, the same at every replay (SM launches of a one-node group can: "
         "their kernel takes the epoch on the device)"));
   }
-  absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts);
-  if (!issued.ok()) {
-    broken_ = true;
-    return issued;
+  if (absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts); !issued.ok()) {
+    return Break(issued);
   }
   epoch_uncounted_ = true;
+  watch_.ExtendWait(timeouts.wait);  // Sync watches the replays (group_watchdog.cc)
   return absl::OkStatus();
 }
 

@@ -12,25 +12,32 @@ namespace syncopate::cuda {
 absl::Status Group::Sync(CUstream stream) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  // Nothing issued by the host since the last Sync (but the caller's graphs may have replayed
-  // captured launches, whose kernels' waits are bounded on the device and leave the record):
-  // no watch, the stream and the record only.
-  if (epoch_ != synced_epoch_) {
-    if (absl::Status watched = watch_.Watch(rank(), epoch_); !watched.ok()) {
-      broken_ = true;
-      return watched;
+  // Nothing issued by the host since the last Sync, but the caller's graphs may have replayed
+  // captured launches on `stream`: watched the same way, from an event recorded now. Their
+  // kernels write the progress words too, with the device's epoch, which names them.
+  uint32_t watched_epoch = epoch_;
+  if (epoch_ == synced_epoch_ && epoch_uncounted_ && !broken_) {
+    RETURN_IF_ERROR(watch_.Issued(stream, watch_.last_wait()));
+    watched_epoch = watch_.words().progress_entered;
+  }
+  if (epoch_ != synced_epoch_ || epoch_uncounted_) {
+    if (absl::Status watched = watch_.Watch(rank(), watched_epoch); !watched.ok()) {
+      return Break(watched);
     }
   }
   CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
   if (absl::Status timed_out = RecordedTimeout(); !timed_out.ok()) {
-    broken_ = true;
     // The launch that timed out, not the last one issued (launches are pipelined: the host may
     // be several launches ahead, which the peers cannot have entered yet).
     uint32_t failed = watch_.words().record.expected;
-    if (failed == 0) failed = epoch_;
+    if (failed == 0) failed = watched_epoch;
     absl::Status named = WithAbsentPeers(timed_out, failed);
-    return absl::Status(named.code(), absl::StrCat(named.message(), watch_.DescribeGates(failed)));
+    return Break(
+        absl::Status(named.code(), absl::StrCat(named.message(), watch_.DescribeGates(failed))));
   }
+  // A launch that broke the group without a device-side timeout (a stall the watch unblocked,
+  // a launch issued in part) is not made good by a quiet stream.
+  if (broken_) return BrokenError();
   synced_epoch_ = epoch_;
   return absl::OkStatus();
 }

@@ -1,6 +1,10 @@
 // Launch waits of a prepared launch; see launch_waits.h.
 #include "runtime/cuda/launch_waits.h"
 
+#include <atomic>
+#include <cstring>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -123,6 +127,27 @@ std::string DescribeTimeout(const WaitTimeoutRecord& r) {
   return absl::StrFormat("rank %d waited %d ms for %s %s: expected epoch %u, saw %u (the launch "
                          "was aborted)",
                          r.rank, ms, what, role, r.expected, r.seen);
+}
+
+absl::Status ReadTimeoutRecord(const volatile WaitTimeoutRecord& record,
+                               absl::Duration fill_grace) {
+  const absl::Time give_up = absl::Now() + fill_grace;
+  uint32_t state = record.timed_out;
+  while (state == kTimeoutRecordClaimed && absl::Now() < give_up) {
+    std::this_thread::yield();
+    state = record.timed_out;
+  }
+  if (state == 0) return absl::OkStatus();
+  if (state != kTimeoutRecordFilled) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "a device-side wait timed out; its record (which wait, for which peer) was still being "
+        "written after ",
+        absl::FormatDuration(fill_grace)));
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);  // the fields were written before the flag
+  WaitTimeoutRecord copy;
+  std::memcpy(&copy, const_cast<const WaitTimeoutRecord*>(&record), sizeof(copy));
+  return absl::DeadlineExceededError(DescribeTimeout(copy));
 }
 
 }  // namespace syncopate::cuda

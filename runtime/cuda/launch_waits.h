@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "runtime/cuda/copy_program.h"
 #include "syncopate/launch_abi.h"
 
@@ -70,5 +71,12 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
 
 // The message for a timed-out wait the kernel recorded.
 std::string DescribeTimeout(const WaitTimeoutRecord& record);
+
+// The kernels' timeout record as the host reads it, possibly while they still run (launch_abi.h:
+// claimed, then filled): OK when no wait timed out, else DeadlineExceeded with DescribeTimeout's
+// message. A record claimed but not filled yet is re-read for up to `fill_grace` (filling takes
+// microseconds), then reported without the wait's details rather than with half of them.
+absl::Status ReadTimeoutRecord(const volatile WaitTimeoutRecord& record,
+                               absl::Duration fill_grace = absl::Milliseconds(100));
 
 }  // namespace syncopate::cuda

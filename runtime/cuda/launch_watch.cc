@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,13 +20,7 @@ absl::StatusOr<LaunchWatch> LaunchWatch::Create(const DriverApi& api) {
   return w;
 }
 
-absl::Status LaunchWatch::RecordedTimeout() const {
-  const volatile WaitTimeoutRecord& record = words().record;
-  if (record.timed_out == 0) return absl::OkStatus();
-  WaitTimeoutRecord copy;
-  std::memcpy(&copy, const_cast<const WaitTimeoutRecord*>(&record), sizeof(copy));
-  return absl::DeadlineExceededError(DescribeTimeout(copy));
-}
+absl::Status LaunchWatch::RecordedTimeout() const { return ReadTimeoutRecord(words().record); }
 
 absl::Status LaunchWatch::Issued(CUstream stream, absl::Duration wait) {
   last_wait_ = wait;

@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -45,6 +46,11 @@ class LaunchWatch {
   void Arm(WatchedGates gates) { gates_.Arm(std::move(gates)); }
   // A launch was issued on `stream` with device waits of `wait`: what Watch() waits for.
   absl::Status Issued(CUstream stream, absl::Duration wait);
+  // The device wait deadline of the last launch issued.
+  absl::Duration last_wait() const { return last_wait_; }
+  // A launch the caller's graph replays waits up to `wait` on the device: the watch must not
+  // call a stall before that (it only lengthens, so a launch in flight keeps its margin).
+  void ExtendWait(absl::Duration wait) { last_wait_ = std::max(last_wait_, wait); }
   // Polls until the last launch issued has ended. When its progress stops for 4x its wait
   // deadline + 2 s: DeadlineExceeded naming rank `rank`'s launch `epoch` and what stalled,
   // after unblocking the device (Internal if even that fails). Other errors: the failing call.

@@ -348,8 +348,33 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   return &inserted->second;
 }
 
+namespace {
+
+// InvalidArgument for a per-launch operand in a slot peers or the copy engine also address:
+// the kernel would use the caller's pointer for this rank while they keep the bound one.
+absl::Status CheckLocalOperands(const jit::LaunchMetadata& md,
+                                const std::array<void*, kMaxOperands>& local_operands) {
+  for (int i = 0; i < kMaxOperands; ++i) {
+    if (local_operands[i] == nullptr) continue;
+    const auto slot = std::find_if(md.operands.begin(), md.operands.end(),
+                                   [i](const jit::OperandSlot& s) { return s.slot == i; });
+    if (slot == md.operands.end() || !jit::IsPerLaunchOperand(*slot)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("local_operands[", i, "]: ",
+                       slot == md.operands.end() ? "the kernel has no operand in this slot"
+                                                 : absl::StrCat("operand '", slot->name,
+                                                                "' is not local to this rank (see "
+                                                                "LocalOperandSlot)")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
+  RETURN_IF_ERROR(CheckLocalOperands(bound.kernel_->metadata(), options.local_operands));
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options, stream));
   return group_->Launch(*l, stream,
                         LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles,
@@ -375,24 +400,14 @@ absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {
 
 absl::StatusOr<int> OverlapRuntime::LocalOperandSlot(const FusedKernel& kernel,
                                                      std::string_view name) const {
-  for (const jit::OperandSlot& slot : kernel.metadata().operands) {
-    if (slot.name != name) continue;
-    if (slot.role != jit::OperandRole::kLocal || !slot.kernel_param || !slot.buffer.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "operand '", slot.name, "' (", jit::OperandRoleName(slot.role),
-          slot.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", slot.buffer, "\""),
-          ") is not local to this rank: its pointer is fixed by the binding"));
-    }
-    return slot.slot;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("kernel has no operand '", absl::string_view(name.data(), name.size()), "'"));
+  return jit::PerLaunchOperandSlot(kernel.metadata().operands, name);
 }
 
 absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas,
                                          const std::array<void*, kMaxOperands>& local_operands) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
+  RETURN_IF_ERROR(CheckLocalOperands(md, local_operands));
   if (k.local_fn_ == nullptr) {
     RETURN_IF_ERROR(RefuseIfCapturing(api(), stream, "local launch of this kernel"));
   }
@@ -412,9 +427,12 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
 
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
     BoundKernel& bound, const LaunchOptions& options) {
+  RETURN_IF_ERROR(CheckLocalOperands(bound.kernel_->metadata(), options.local_operands));
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
+  // The graph keeps these pointers for every replay.
   return group_->CaptureGraph(
-      *l, LaunchSettings{options.timeout, 0, options.dynamic_tiles, options.prefer_copy_engines});
+      *l, LaunchSettings{options.timeout, 0, options.dynamic_tiles, options.prefer_copy_engines,
+                         options.local_operands});
 }
 
 }  // namespace syncopate::cuda

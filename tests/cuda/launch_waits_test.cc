@@ -5,7 +5,9 @@
 // refused; timeout records read as sentences naming the peer. No GPU (LABEL unit).
 #include "runtime/cuda/launch_waits.h"
 
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "core/plan/templates.h"
 #include "gmock/gmock.h"
@@ -168,7 +170,7 @@ TEST(LaunchWaitsTest, TooManyGatesAreRefusedNamingTheCapacity) {
 
 TEST(LaunchWaitsTest, TimeoutRecordsNameTheWordAndThePeer) {
   WaitTimeoutRecord r{};
-  r.timed_out = 1;
+  r.timed_out = kTimeoutRecordFilled;
   r.rank = 2;
   r.tile = -1;
   r.peer = 1;
@@ -192,6 +194,39 @@ TEST(LaunchWaitsTest, TimeoutRecordsNameTheWordAndThePeer) {
   r.what = 0;
   r.tile = 5;
   EXPECT_THAT(DescribeTimeout(r), HasSubstr("from rank 1: expected epoch 7, saw 6 (tile 5"));
+}
+
+// The host reads the record while kernels may still fill it: the fields count only once the
+// record says they are filled.
+TEST(LaunchWaitsTest, TimeoutRecordIsReadOnlyOnceFilled) {
+  WaitTimeoutRecord r{};
+  EXPECT_TRUE(ReadTimeoutRecord(r).ok());
+
+  r.timed_out = kTimeoutRecordClaimed;  // claimed by a wait that never finishes filling it
+  r.peer = 3;
+  absl::Status half = ReadTimeoutRecord(r, absl::Milliseconds(1));
+  EXPECT_EQ(half.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(half.message(), HasSubstr("still being written"));
+  EXPECT_THAT(half.message(), ::testing::Not(HasSubstr("rank 3")));
+
+  // Filled by another thread while the reader waits: the reader sees every field.
+  WaitTimeoutRecord filling{};
+  filling.timed_out = kTimeoutRecordClaimed;
+  std::thread writer([&filling] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    volatile WaitTimeoutRecord* v = &filling;
+    v->rank = 2;
+    v->tile = 5;
+    v->peer = 1;
+    v->expected = 7;
+    v->seen = 6;
+    std::atomic_thread_fence(std::memory_order_release);
+    v->timed_out = kTimeoutRecordFilled;
+  });
+  absl::Status read = ReadTimeoutRecord(filling, absl::Seconds(30));
+  writer.join();
+  EXPECT_EQ(read.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(read.message(), HasSubstr("from rank 1: expected epoch 7, saw 6 (tile 5"));
 }
 
 }  // namespace

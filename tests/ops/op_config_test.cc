@@ -228,39 +228,63 @@ TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
 
 // Op::Run points the GEMM at the caller's own tensor at a bucket's M (AllGather: C; the
 // reductions: A) only through a slot no peer maps: a kernel parameter that is no plan buffer.
-// Were it one, the runtime would refuse the slot and every run would fall back to copying.
+// Were it one, the runtime would refuse the slot and every run would fall back to copying. The
+// fused kernel and the local one (the unfused path's GEMM) must give it the same slot.
 TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
-  // The GPU tests' shapes: k = 256 / world (ops_gpu_support.h), worlds 2, 4 and 8.
-  for (const auto& [collective, world] :
-       std::vector<std::pair<Collective, int>>{{Collective::kAllGather, 2},
-                                               {Collective::kAllGather, 8},
-                                               {Collective::kReduceScatter, 4},
-                                               {Collective::kAllReduce, 2}}) {
-    SCOPED_TRACE(::testing::Message() << "world " << world);
-    OpKernelsRequest r;
-    r.collective = collective;
-    r.m = 2048;
-    r.n = 256;
-    r.k = 256 / world;
-    r.world = world;
-    absl::StatusOr<OpKernels> k = BuildOpKernels(r);
-    ASSERT_TRUE(k.ok()) << k.status();
-    absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
-    ASSERT_TRUE(source.ok()) << source.status();
-    absl::StatusOr<jit::GeneratedKernel> fused =
-        jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    const std::string name = collective == Collective::kAllGather ? "C" : "A";
-    int found = 0;
-    for (const jit::OperandSlot& slot : fused->metadata.operands) {
-      if (slot.name != name) continue;
-      ++found;
-      EXPECT_EQ(slot.role, jit::OperandRole::kLocal) << name;
-      EXPECT_TRUE(slot.kernel_param) << name;
-      EXPECT_EQ(slot.buffer, "") << name << " is plan buffer " << slot.buffer;
+  for (Collective collective :
+       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    for (int world : {2, 4, 8}) {
+      for (bool force_mma : {false, true}) {  // the wgmma GEMM (sm_90) and the mma one
+        SCOPED_TRACE(::testing::Message() << "collective " << static_cast<int>(collective)
+                                          << ", world " << world << ", mma " << force_mma);
+        OpKernelsRequest r;
+        r.collective = collective;
+        r.m = 2048;
+        r.n = 256;
+        r.k = 256 / world;  // the GPU tests' shapes (ops_gpu_support.h)
+        r.world = world;
+        r.force_mma = force_mma;
+        absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+        ASSERT_TRUE(k.ok()) << k.status();
+        EXPECT_EQ(k->in_place_operand, collective == Collective::kAllGather ? "C" : "A");
+        absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
+        ASSERT_TRUE(source.ok()) << source.status();
+        absl::StatusOr<jit::GeneratedKernel> fused =
+            jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
+        ASSERT_TRUE(fused.ok()) << fused.status();
+        absl::StatusOr<int> slot =
+            jit::PerLaunchOperandSlot(fused->metadata.operands, k->in_place_operand);
+        ASSERT_TRUE(slot.ok()) << slot.status();
+        absl::StatusOr<int> local_slot =
+            jit::PerLaunchOperandSlot(jit::SpecOperandSlots(k->gemm_spec), k->in_place_operand);
+        ASSERT_TRUE(local_slot.ok()) << local_slot.status();
+        EXPECT_EQ(*slot, *local_slot);
+      }
     }
-    EXPECT_EQ(found, 1) << name;
   }
+}
+
+// The check itself refuses what peers address: a plan buffer, and a name the kernel lacks.
+TEST(OpKernelsTest, SharedOperandsAreNotPerLaunch) {
+  OpKernelsRequest r;
+  r.collective = Collective::kAllGather;
+  r.m = 2048;
+  r.n = 256;
+  r.k = 128;
+  r.world = 2;
+  absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<jit::GeneratedKernel> fused =
+      jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  absl::StatusOr<int> a = jit::PerLaunchOperandSlot(fused->metadata.operands, "A");
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("plan buffer \"data\""));
+  absl::StatusOr<int> none = jit::PerLaunchOperandSlot(fused->metadata.operands, "Z");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("no operand 'Z'"));
 }
 
 TEST(OpKernelsTest, AnUnknownPlanTemplateIsNamed) {

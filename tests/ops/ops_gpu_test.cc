@@ -23,7 +23,9 @@
 namespace syncopate::ops::gpu_test {
 namespace {
 
-// One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked.
+// One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked. A
+// bucket's M uses the caller's C (AllGather) or A (the reductions) in place when 16-byte
+// aligned; the last run shifts them by one element, so the same M goes through the copies.
 absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   const int64_t k = 256 / c.world;
   std::unique_ptr<cuda::NodeRendezvous> bytes_only;
@@ -33,8 +35,11 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   const bool gather = c.kind == OpKind::kAllGatherMatmul;
   const int64_t a_rows = gather ? kMaxM / c.world : kMaxM;
   const int64_t c_rows = c.kind == OpKind::kMatmulReduceScatter ? kMaxM / c.world : kMaxM;
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, a_rows * k * 2));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, c_rows * kN * 2));
+  constexpr int64_t kShift = 2;  // bytes: one element, so not 16-byte aligned
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer a,
+                   cuda::DeviceBuffer::Allocate(*api, a_rows * k * 2 + kShift));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer out,
+                   cuda::DeviceBuffer::Allocate(*api, c_rows * kN * 2 + kShift));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer gathered, cuda::DeviceBuffer::Allocate(*api, kMaxM * k * 2));
   std::vector<cuda::DeviceBuffer> weights;
   for (int w = 0; w < 2; ++w) {
@@ -44,17 +49,23 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   }
   ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
   // 2048 and 512 are buckets (default: max_m and its quarter at world 2 and 4); 1000 and 200 pad.
-  const std::vector<std::pair<int64_t, int>> runs = {
-      {2048, 0}, {1000, 0}, {512, 1}, {200, 1}, {2048, 1}};
-  for (auto [m, weight] : runs) {
+  struct Run {
+    int64_t m;
+    int weight;
+    int64_t shift = 0;  // of the caller's a and c
+  };
+  const std::vector<Run> runs = {{2048, 0}, {1000, 0}, {512, 1},
+                                 {200, 1},  {2048, 1}, {2048, 0, kShift}};
+  for (auto [m, weight, shift] : runs) {
     const int64_t rows = gather ? m / c.world : m;
     const std::vector<float> a_host = Matrix(SeedA(rank), rows, k);
-    RETURN_IF_ERROR(Upload(*api, a.get(), a_host, c.dtype));
+    const CUdeviceptr a_at = a.get() + shift, out_at = out.get() + shift;
+    RETURN_IF_ERROR(Upload(*api, a_at, a_host, c.dtype));
     Result<PathChoice> path = op.Path(m);
     OPS_RETURN_IF_ERROR(path.status());
-    const std::string what =
-        absl::StrCat(c.name, " rank ", rank, " M=", m, " (", path->reason, ")");
-    RunArgs args{.m = m, .a = a.get(), .b = weights[weight].get(), .c = out.get()};
+    const std::string what = absl::StrCat(c.name, " rank ", rank, " M=", m, " (", path->reason,
+                                          shift != 0 ? ", caller's tensors unaligned" : "", ")");
+    RunArgs args{.m = m, .a = a_at, .b = weights[weight].get(), .c = out_at};
     if (gather) args.a_gathered = gathered.get();
     Status ran = op.Run(args, stream.get());
     if (ran.ok()) ran = op.Synchronize(stream.get());
@@ -69,7 +80,7 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
       gathered_ok = ExpectEqual(*api, gathered.get(), full, k, c.dtype, what + " a_gathered");
     }
     absl::Status out_ok =
-        ExpectEqual(*api, out.get(), Expected(c, rank, m, kN, k, weight), kN, c.dtype, what);
+        ExpectEqual(*api, out_at, Expected(c, rank, m, kN, k, weight), kN, c.dtype, what);
     if (!out_ok.ok() || !gathered_ok.ok()) {
       return absl::InternalError(absl::StrCat(out_ok.message(), " | ", gathered_ok.message()));
     }

@@ -60,14 +60,19 @@ typedef int64_t syncopate_i64;
 
 namespace syncopate {
 
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
 
-// Written once, by the first wait that times out (guarded by atomicCAS on `timed_out`).
+// Written once, by the first wait that times out: it claims the record (atomicCAS of `timed_out`
+// from 0 to kTimeoutRecordClaimed), fills the fields, fences, then stores kTimeoutRecordFilled.
+// The host may read the record while kernels run (an op's error query): fields are valid only
+// once `timed_out` is kTimeoutRecordFilled.
+constexpr syncopate_u32 kTimeoutRecordClaimed = 1;
+constexpr syncopate_u32 kTimeoutRecordFilled = 2;
 struct WaitTimeoutRecord {
-  syncopate_u32 timed_out;  // 0 until a wait expires
+  syncopate_u32 timed_out;  // 0 until a wait expires, then claimed, then filled
   syncopate_i32 rank;       // the waiting rank
   syncopate_i32 tile;       // tile index, or -1 for a communication CTA
   syncopate_i32 chunk;      // chunk (plan transfer) being waited for

@@ -161,7 +161,8 @@ class Op {
   Result<PathChoice> Path(int64_t m) const;
   // kAllGatherMatmul: where this rank's shard of a run at `m` lives in the workspace; a Run
   // whose `a` is this address skips the input copy (write the shard there yourself, on the run's
-  // stream). 0 for the other kinds, whose A is always copied into the workspace.
+  // stream). 0 for the other kinds, whose A is read in place at a bucket's own M and copied
+  // into the workspace at other Ms.
   CUdeviceptr InputWorkspace(int64_t m) const;
   const OpConfig& config() const;
   int rank() const;

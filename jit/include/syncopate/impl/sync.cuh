@@ -72,7 +72,7 @@ __device__ __noinline__ void FillTimeoutRecord(WaitTimeoutRecord* rec, unsigned*
                                                int rank, int tile, WaitEntry w,
                                                unsigned expected, unsigned seen,
                                                unsigned long long waited_ns, int what) {
-  if (rec != nullptr && atomicCAS(&rec->timed_out, 0u, 1u) == 0u) {
+  if (rec != nullptr && atomicCAS(&rec->timed_out, 0u, kTimeoutRecordClaimed) == 0u) {
     volatile WaitTimeoutRecord* v = rec;
     v->rank = rank;
     v->tile = tile;
@@ -83,6 +83,8 @@ __device__ __noinline__ void FillTimeoutRecord(WaitTimeoutRecord* rec, unsigned*
     v->seen = seen;
     v->waited_ns = waited_ns;
     v->what = what;
+    __threadfence_system();  // the fields before the word that says they are there
+    atomicExch(&rec->timed_out, kTimeoutRecordFilled);
   }
   __threadfence_system();
   if (device_abort != nullptr) atomicExch(device_abort, 1u);
