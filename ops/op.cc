@@ -305,19 +305,10 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
   return absl::OkStatus();
 }
 
-// A run captured in the caller's graph replays without us: its launches must take their epoch
-// on the device (the SM backend, on every bucket, or a later copy-engine run would find the
-// epoch count lost), and its one-time work (the weight's binding, the launch's setup) must
-// have been done by a run before the capture.
+// A run captured in the caller's graph replays without us: its launches take their epoch on
+// the device (Group::Launch sees the capture), and its one-time work (the weight's binding, the
+// launch's setup) must have been done by a run before the capture.
 absl::Status Op::Impl::CheckCapturable(const Variant& v, CUdeviceptr b) const {
-  for (const Variant& any : variants) {
-    if (any.path.backend == Backend::kCopyEngine) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "run under CUDA-graph capture: bucket M=", any.path.bucket_m,
-          " uses the copy engine, whose launches take their epoch from the host and cannot be "
-          "replayed by the caller's graph; create the op with backend=sm to capture it"));
-    }
-  }
   if (v.bindings.find(b) == v.bindings.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,

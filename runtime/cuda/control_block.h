@@ -45,6 +45,9 @@ struct HostWords {
   uint32_t progress_entered;  // epoch of the last launch that started on S
   uint32_t progress_finished; // epoch of the last launch that ended on S
   uint32_t gates[kGateCapacity];
+  // Side streams write it (any value) with a fenced stream write: the copies before it are
+  // visible before a signal copied after it (a device-counted launch's signals are copies).
+  uint32_t fence_scratch;
 };
 
 }  // namespace syncopate::cuda

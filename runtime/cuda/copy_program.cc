@@ -222,4 +222,32 @@ absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
   return program;
 }
 
+absl::StatusOr<std::vector<int>> EpochSourceGates(const CopyProgram& program,
+                                                  const std::vector<int>& step_gates) {
+  if (step_gates.size() != program.steps.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("copy program has ", program.steps.size(),
+                                                   " steps but ", step_gates.size(), " gates"));
+  }
+  std::vector<int> source(program.steps.size(), -1);
+  std::vector<int> last_on_channel(std::max(program.num_channels, 1), -1);
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const CopyStep& step = program.steps[i];
+    int& last = last_on_channel.at(step.channel);
+    source[i] = step_gates[i] >= 0 ? step_gates[i] : last;
+    for (int after : step.after_steps) {
+      if (source[i] < 0) source[i] = source.at(after);
+    }
+    if (source[i] >= 0) last = source[i];
+    if (source[i] < 0 && (step.signal >= 0 || step.drained_rank >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", program.rank, "'s copy step for transfer ", step.transfer, " writes a ",
+          step.signal >= 0 ? "signal" : "drained word",
+          " but neither it nor a step before it waits for the kernel, so no gate word holds the "
+          "launch's epoch to copy (a copy-engine launch the device counts, as in a captured "
+          "graph, needs one)"));
+    }
+  }
+  return source;
+}
+
 }  // namespace syncopate::cuda

@@ -89,4 +89,14 @@ absl::StatusOr<CopyProgram> BuildCopyProgram(const plan::Plan& plan, int rank,
                                              const ChunkReadyIndexFn& ready_index = {},
                                              const std::vector<int>& nodes = {});
 
+// For a launch whose epoch only the device knows (one captured in a graph the caller replays:
+// the stream cannot carry a value that changes per replay), the gate word each step's signal and
+// drained writes copy their value from: the step's own gate, else the source of the step before
+// it on its channel or of a step in its after_steps. Those steps have run by then, so their gate
+// holds this launch's epoch (the kernel wrote it; gates are zeroed before each such launch). -1
+// for a step with no source. `step_gates[i]`: step i's gate or -1. InvalidArgument naming the
+// transfer when a step that writes a word has no source.
+absl::StatusOr<std::vector<int>> EpochSourceGates(const CopyProgram& program,
+                                                  const std::vector<int>& step_gates);
+
 }  // namespace syncopate::cuda

@@ -50,8 +50,14 @@
 // streams), so a graph must not replay it unchanged: CaptureGraph() captures one launch and
 // LaunchGraph::Replay() takes the next epoch and rewrites the captured kernel node's arguments
 // and every memory-op node's value (cuGraphExec*SetParams) before cuGraphLaunch. The host keeps
-// the device word in step before a host-epoch launch; once a device-epoch launch went into a
-// caller's graph the host no longer knows the count, so later host-epoch launches are refused.
+// the device word in step before a host-epoch launch. A copy-engine launch of a one-node group
+// can take the device epoch too, with no value in its stream: S zeroes the launch's gate words
+// before the kernel, the kernel writes e into them as before, each step waits for its gate to be
+// nonzero, and its signal and drained words get e by a 4-byte copy from a gate word the step
+// ran after (copy_program.h's EpochSourceGates), behind a fenced write. It does so when captured
+// in a caller's graph (Launch() on a capturing stream), and for every launch after that: once a
+// launch went into a caller's graph the host no longer knows the count, so from then on every
+// launch takes the device epoch, and CaptureGraph() of a copy-engine launch is refused.
 //
 // Thread-safety: a Group is used by one thread at a time (launches of a group are ordered).
 #pragma once
@@ -140,6 +146,10 @@ struct KernelLaunch {
   unsigned num_launch_waits = 0;
   unsigned num_control_ctas = 0;  // 1: CTA num_comm_ctas runs gates and tails
   std::vector<int> step_gates;    // per copy step: gate word index, or -1
+  int num_gates = 0;              // gate words [0, num_gates) are this launch's
+  // Per copy step, the gate word its signal and drained writes copy the epoch from when the
+  // device counts the launch (copy_program.h's EpochSourceGates); its error when it cannot.
+  absl::StatusOr<std::vector<int>> epoch_source_gates;
   WatchedGates watched_gates;     // the gated steps, for Sync()'s diagnosis (gate_watch.h)
   bool waits_prepared = false;
   // Plan buffers that only reductions write on this rank (e.g. ReduceScatter's "output", where
@@ -187,9 +197,10 @@ class Group {
   bool broken() const { return broken_; }
   // Launches issued by the host (a caller's graph replays are not counted).
   uint32_t epoch() const { return epoch_; }
-  // Whether `launch` takes its epoch on the device (capturable in the caller's graph).
+  // Whether `launch` takes its epoch on the device: SM and direct launches of a one-node group
+  // always; copy-engine ones once a launch went into a caller's graph (the host lost count).
   bool DeviceEpoch(const KernelLaunch& launch) const {
-    return launch.backend != Backend::kCopyEngine && single_node_;
+    return single_node_ && (launch.backend != Backend::kCopyEngine || epoch_uncounted_);
   }
 
   // Device tables for FusedLaunchArgs: every rank's signal array.
@@ -233,21 +244,26 @@ class Group {
   friend class LaunchGraph;
   explicit Group(GroupOptions options) : options_(std::move(options)) {}
   absl::Status Init();
-  // Issues launch `epoch` (everything but bookkeeping); `capturing`: inside our own capture.
+  // Issues launch `epoch` (everything but bookkeeping); `device_epoch`: the kernel takes its
+  // epoch on the device and the stream carries no epoch value (DeviceEpoch, or a capture).
   absl::Status Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                     const LaunchSettings& timeouts);
+                     const LaunchSettings& timeouts, bool device_epoch);
   absl::Status IssueCaptured(const KernelLaunch& launch, CUstream stream,
                              const LaunchSettings& timeouts);
   // Marks the group broken (its ranks may be out of step), keeping the first cause; returns `why`.
   absl::Status Break(absl::Status why);
   // FailedPrecondition for any launch or Sync after the group broke, naming the first cause.
   absl::Status BrokenError() const;
-  // FailedPrecondition for a host-epoch launch once a captured launch left the count to the device.
+  // FailedPrecondition for a launch of CaptureGraph (copy engine: host epoch) once a captured
+  // launch left the count to the device.
   absl::Status CheckHostEpochCounted(const KernelLaunch& launch) const;
+  // FailedPrecondition when `launch` cannot take its epoch on the device: a group spanning
+  // nodes, or a copy-engine program with a step no gate word gives the epoch to.
+  absl::Status CheckDeviceCountable(const KernelLaunch& launch) const;
   // The copy-engine gates Sync's watch samples while `launch` runs (null: none).
   static WatchedGates GatesToWatch(const KernelLaunch& launch);
   FusedLaunchArgs MakeArgs(const KernelLaunch& launch, uint32_t epoch,
-                           const LaunchSettings& timeouts) const;
+                           const LaunchSettings& timeouts, bool device_epoch) const;
   // `timed_out` with the same-node peers that never entered launch `epoch` named first (read
   // from this rank's control block). Only once the launch's streams have ended: the read
   // goes through a stream.
@@ -310,6 +326,7 @@ class LaunchGraph {
   Group* group_ = nullptr;
   KernelLaunch launch_;
   LaunchSettings timeouts_;
+  bool device_epoch_ = false;  // as captured (Group::Issue)
   Graph graph_;
   CUgraphNode kernel_node_ = nullptr;
   CUDA_KERNEL_NODE_PARAMS kernel_params_{};

@@ -17,7 +17,9 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
   g->timeouts_ = timeouts;
   CUstream cs = capture_stream_.get();
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
-  absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts);
+  // Copy engine: the host's epoch, rewritten at each replay; SM: the device's, as in Launch.
+  g->device_epoch_ = single_node_ && launch.backend != Backend::kCopyEngine;
+  absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts, g->device_epoch_);
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(cs, &graph);
   g->graph_ = Graph(api, graph);  // owned by g from here (destroyed with it)
@@ -55,8 +57,17 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   RETURN_IF_ERROR(g.CheckHostEpochCounted(launch_));
   const DriverApi& api = g.api();
   RETURN_IF_ERROR(g.context_.MakeCurrent());
+  // Refused before anything is issued (the group stays usable): the values this replay writes
+  // would repeat at every replay of the caller's graph.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return absl::FailedPreconditionError(
+        "LaunchGraph::Replay on a stream being captured: launch the fused kernel itself "
+        "(OverlapRuntime::Launch) inside the caller's capture instead");
+  }
   const uint32_t epoch = g.epoch_ + 1;
-  FusedLaunchArgs args = g.MakeArgs(launch_, epoch, timeouts_);
+  FusedLaunchArgs args = g.MakeArgs(launch_, epoch, timeouts_, device_epoch_);
   void* params[] = {&args};
   CUDA_KERNEL_NODE_PARAMS kp = kernel_params_;
   kp.kernelParams = params;

@@ -8,7 +8,7 @@
 
 namespace syncopate::cuda {
 FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
-                                const LaunchSettings& timeouts) const {
+                                const LaunchSettings& timeouts, bool device_epoch) const {
   FusedLaunchArgs args;
   std::memset(&args, 0, sizeof(args));
   for (int i = 0; i < kMaxOperands; ++i) {
@@ -40,7 +40,7 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
   args.tile_counter =
       timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;
-  if (DeviceEpoch(launch)) {
+  if (device_epoch) {
     args.launch_epoch = reinterpret_cast<syncopate_u32*>(LaunchEpochWords());
     args.peer_entered = reinterpret_cast<syncopate_u32* const*>(peer_entered_table_.get());
     args.progress =
@@ -77,6 +77,10 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
   launch.num_launch_waits = static_cast<unsigned>(waits.ops.size());
   launch.num_control_ctas = waits.control_cta ? 1u : 0u;
   launch.step_gates = std::move(waits.step_gate);
+  launch.num_gates = waits.num_gates;
+  if (copy_engine) {
+    launch.epoch_source_gates = EpochSourceGates(launch.copy_program, launch.step_gates);
+  }
   auto watched = std::make_shared<std::vector<WatchedGate>>();
   const std::vector<CopyStep>& steps = launch.copy_program.steps;
   for (size_t i = 0; i < launch.step_gates.size() && i < steps.size(); ++i) {
@@ -89,7 +93,7 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
 }
 
 absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                          const LaunchSettings& timeouts) {
+                          const LaunchSettings& timeouts, bool device_epoch) {
   const DriverApi& api = context_.api();
   const int me = rank();
   const CopyProgram& program = launch.copy_program;
@@ -97,6 +101,11 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   if (!launch.waits_prepared || (copy_engine && launch.step_gates.size() != program.steps.size())) {
     return absl::FailedPreconditionError(
         "launch has no launch waits: prepare it with Group::PrepareWaits");
+  }
+  StepEpoch step_epoch{.value = epoch};
+  if (copy_engine && device_epoch) {
+    RETURN_IF_ERROR(CheckDeviceCountable(launch));
+    step_epoch.source_gates = &*launch.epoch_source_gates;
   }
   // 0. Reduction-only destinations start at the identity, before any peer may reduce into them.
   for (const IdentityFill& f : launch.identity_fills) {
@@ -112,7 +121,12 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   // 1. Announce: this rank entered launch `epoch` (everything before it on `stream` is done).
   // A device-epoch kernel announces itself; a host-epoch launch also keeps the device's epoch
   // word in step, for the device-epoch launches that follow it.
-  const bool device_epoch = DeviceEpoch(launch);
+  if (step_epoch.source_gates != nullptr) {
+    // The side streams wait for a nonzero gate: zero this launch's first (the last launch's
+    // side streams have joined `stream`, so none still reads them).
+    CU_RETURN_IF_ERROR(api.cuMemsetD32Async(HostWordDevice(offsetof(HostWords, gates)), 0,
+                                            static_cast<size_t>(launch.num_gates), stream));
+  }
   if (!device_epoch) {
     for (int q = 0; q < world_size(); ++q) {
       if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
@@ -125,7 +139,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
     CU_RETURN_IF_ERROR(
         api.cuStreamWriteValue32(stream, LaunchEpochWords(), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
   }
-  FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts);
+  FusedLaunchArgs args = MakeArgs(launch, epoch, timeouts, device_epoch);
   void* params[] = {&args};
   if (copy_engine) RETURN_IF_ERROR(side_streams_.Fork(stream, program.num_channels));
   // 2. The fused kernel, before any side-stream work that waits for what it writes.
@@ -141,8 +155,9 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
               return HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g);
             },
         .signal = [this](int owner, int index) { return SignalWord(owner, index); },
-        .drained = [this](int owner, int about) { return DrainedWord(owner, about); }};
-    RETURN_IF_ERROR(side_streams_.Issue(program, launch.step_gates, stream, epoch,
+        .drained = [this](int owner, int about) { return DrainedWord(owner, about); },
+        .fence_scratch = HostWordDevice(offsetof(HostWords, fence_scratch))};
+    RETURN_IF_ERROR(side_streams_.Issue(program, launch.step_gates, stream, step_epoch,
                                         timeouts.prefer_copy_engines && epoch != kCaptureEpoch,
                                         words, me));
   }
@@ -169,12 +184,28 @@ absl::Status Group::BrokenError() const {
 }
 
 absl::Status Group::CheckHostEpochCounted(const KernelLaunch& launch) const {
-  if (!epoch_uncounted_ || DeviceEpoch(launch)) return absl::OkStatus();
+  if (!epoch_uncounted_ || launch.backend != Backend::kCopyEngine) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "group '", options_.group_id, "': a ", BackendName(launch.backend),
-      " launch takes its epoch from the host, which lost count when an SM launch of this "
-      "group went into a CUDA graph the caller replays; use the SM backend for every launch "
-      "of a group that is captured"));
+      "group '", options_.group_id,
+      "': a copy-engine launch captured by CaptureGraph() takes "
+      "its epoch from the host, which lost count when a launch of this group went into a CUDA "
+      "graph the caller replays; capture it in the caller's graph instead (Launch() on a "
+      "capturing stream)"));
+}
+
+absl::Status Group::CheckDeviceCountable(const KernelLaunch& launch) const {
+  if (!single_node_) {
+    return absl::FailedPreconditionError(
+        "a launch of a group spanning nodes takes its epoch from the host (the inter-node "
+        "proxy's handshake carries it), so it cannot go into a CUDA graph the caller replays");
+  }
+  if (launch.backend == Backend::kCopyEngine && !launch.epoch_source_gates.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this copy-engine launch cannot take its epoch on the device, as a launch in a graph "
+        "the caller replays must: ",
+        launch.epoch_source_gates.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 WatchedGates Group::GatesToWatch(const KernelLaunch& launch) {
@@ -192,10 +223,11 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return IssueCaptured(launch, stream, timeouts);
-  RETURN_IF_ERROR(CheckHostEpochCounted(launch));
+  const bool device_epoch = DeviceEpoch(launch);
+  if (device_epoch) RETURN_IF_ERROR(CheckDeviceCountable(launch));  // refused, not broken
   const uint32_t epoch = epoch_ + 1;
   // Part of a failed launch may be queued: this rank is out of step.
-  if (absl::Status issued = Issue(launch, stream, epoch, timeouts); !issued.ok()) {
+  if (absl::Status issued = Issue(launch, stream, epoch, timeouts, device_epoch); !issued.ok()) {
     return Break(issued);
   }
   epoch_ = epoch;
@@ -209,19 +241,14 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
 }
 
 // A launch recorded into the caller's graph: device epoch only (a host epoch would be the same
-// value at every replay). The host's count, Sync's bookkeeping and the launch-done event stay
-// as they were: replays happen without us.
+// value at every replay), on either backend. The host's count, Sync's bookkeeping and the
+// launch-done event stay as they were: replays happen without us. From here on every launch of
+// the group takes its epoch on the device (DeviceEpoch).
 absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
                                   const LaunchSettings& timeouts) {
-  if (!DeviceEpoch(launch)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a ", BackendName(launch.backend), " launch",
-        single_node_ ? "" : " of a group spanning nodes",
-        " cannot go into a CUDA graph the caller replays: its epoch is a value in the captured "
-        "stream operations, the same at every replay (SM launches of a one-node group can: "
-        "their kernel takes the epoch on the device)"));
-  }
-  if (absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts); !issued.ok()) {
+  RETURN_IF_ERROR(CheckDeviceCountable(launch));
+  if (absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts, /*device_epoch=*/true);
+      !issued.ok()) {
     return Break(issued);
   }
   epoch_uncounted_ = true;
@@ -232,7 +259,7 @@ absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
 absl::Status Group::LaunchLocal(const KernelLaunch& launch, CUstream stream) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchSettings{});
+  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchSettings{}, /*device_epoch=*/false);
   void* params[] = {&args};
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(
       launch.function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],

@@ -15,10 +15,10 @@ absl::Status Group::Sync(CUstream stream) {
   // Nothing issued by the host since the last Sync, but the caller's graphs may have replayed
   // captured launches on `stream`: watched the same way, from an event recorded now. Their
   // kernels write the progress words too, with the device's epoch, which names them.
-  uint32_t watched_epoch = epoch_;
+  // Once the device counts, the host's count names no launch: the last one to start does.
+  const uint32_t watched_epoch = epoch_uncounted_ ? watch_.words().progress_entered : epoch_;
   if (epoch_ == synced_epoch_ && epoch_uncounted_ && !broken_) {
     RETURN_IF_ERROR(watch_.Issued(stream, watch_.last_wait()));
-    watched_epoch = watch_.words().progress_entered;
   }
   if (epoch_ != synced_epoch_ || epoch_uncounted_) {
     if (absl::Status watched = watch_.Watch(rank(), watched_epoch); !watched.ok()) {

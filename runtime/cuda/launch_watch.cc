@@ -77,8 +77,13 @@ absl::Status LaunchWatch::Diagnose(int rank, uint32_t epoch, absl::Duration wait
 absl::Status LaunchWatch::Unblock(uint32_t epoch) {
   volatile HostWords* words = &this->words();
   words->abort_flag = 1;
+  // Gates behind the epoch, and zeroed ones (a device-counted launch's side streams wait for
+  // any nonzero value), are released.
+  const uint32_t release = epoch == 0 ? 1u : epoch;
   for (int g = 0; g < kGateCapacity; ++g) {
-    if (static_cast<int32_t>(words->gates[g] - epoch) < 0) words->gates[g] = epoch;
+    if (words->gates[g] == 0 || static_cast<int32_t>(words->gates[g] - epoch) < 0) {
+      words->gates[g] = release;
+    }
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);

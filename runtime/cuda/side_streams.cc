@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 
 namespace syncopate::cuda {
@@ -34,7 +35,7 @@ absl::Status SideStreams::Fork(CUstream stream, int channels) {
 }
 
 absl::Status SideStreams::Issue(const CopyProgram& program, const std::vector<int>& step_gates,
-                                CUstream stream, uint32_t epoch, bool batch_copies,
+                                CUstream stream, const StepEpoch& epoch, bool batch_copies,
                                 const CopyStepWords& words, int me) {
   const DriverApi& api = *api_;
   for (int c = 0; c < program.num_channels; ++c) {
@@ -54,18 +55,20 @@ absl::Status SideStreams::Issue(const CopyProgram& program, const std::vector<in
       CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(s, steps_[after].get(), 0));
     }
     if (step_gates[i] >= 0) {
-      CU_RETURN_IF_ERROR(
-          api.cuStreamWaitValue32(s, words.gate(step_gates[i]), epoch, CU_STREAM_WAIT_VALUE_GEQ));
+      if (epoch.source_gates == nullptr) {
+        CU_RETURN_IF_ERROR(api.cuStreamWaitValue32(s, words.gate(step_gates[i]), epoch.value,
+                                                   CU_STREAM_WAIT_VALUE_GEQ));
+      } else {  // zeroed before the kernel, so nonzero is this launch's release
+        CU_RETURN_IF_ERROR(
+            api.cuStreamWaitValue32(s, words.gate(step_gates[i]), ~0u, CU_STREAM_WAIT_VALUE_AND));
+      }
     }
     RETURN_IF_ERROR(IssueStepCopies(step, s, batch_copies));
-    // The default write carries a fence: the copies above are visible before the signal.
     if (step.signal >= 0) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, words.signal(step.signal_rank, step.signal),
-                                                  epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+      RETURN_IF_ERROR(WriteEpoch(s, words.signal(step.signal_rank, step.signal), epoch, i, words));
     }
     if (step.drained_rank >= 0) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(s, words.drained(step.drained_rank, me), epoch,
-                                                  CU_STREAM_WRITE_VALUE_DEFAULT));
+      RETURN_IF_ERROR(WriteEpoch(s, words.drained(step.drained_rank, me), epoch, i, words));
     }
     if (referenced.count(static_cast<int>(i))) {
       CU_RETURN_IF_ERROR(api.cuEventRecord(steps_[i].get(), s));
@@ -75,6 +78,27 @@ absl::Status SideStreams::Issue(const CopyProgram& program, const std::vector<in
     CU_RETURN_IF_ERROR(api.cuEventRecord(joins_[c].get(), streams_[c].get()));
     CU_RETURN_IF_ERROR(api.cuStreamWaitEvent(stream, joins_[c].get(), 0));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SideStreams::WriteEpoch(CUstream s, CUdeviceptr dst, const StepEpoch& epoch,
+                                     size_t step, const CopyStepWords& words) const {
+  const DriverApi& api = *api_;
+  // The default write carries a fence: the copies before it are visible before the word.
+  if (epoch.source_gates == nullptr) {
+    CU_RETURN_IF_ERROR(
+        api.cuStreamWriteValue32(s, dst, epoch.value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    return absl::OkStatus();
+  }
+  const int source = epoch.source_gates->at(step);
+  if (source < 0) {
+    return absl::InternalError(absl::StrCat("copy step ", step,
+                                            " writes a word but has no gate "
+                                            "holding the epoch (EpochSourceGates let it pass)"));
+  }
+  CU_RETURN_IF_ERROR(
+      api.cuStreamWriteValue32(s, words.fence_scratch, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+  CU_RETURN_IF_ERROR(api.cuMemcpyAsync(dst, words.gate(source), sizeof(uint32_t), s));
   return absl::OkStatus();
 }
 

@@ -196,6 +196,61 @@ TEST(LaunchWaitsTest, TimeoutRecordsNameTheWordAndThePeer) {
   EXPECT_THAT(DescribeTimeout(r), HasSubstr("from rank 1: expected epoch 7, saw 6 (tile 5"));
 }
 
+// A launch the device counts (captured in the caller's graph) copies each signal's and drained
+// word's value from a gate word: every template the copy engine runs has one for every step
+// that writes, its own gate where it has one.
+TEST(LaunchWaitsTest, EveryWritingCopyStepHasAGateHoldingTheEpoch) {
+  for (const char* name :
+       {"allgather.push", "allgather.pull", "allgather.ring", "allgather.biring"}) {
+    for (int world : {2, 3, 4, 8}) {
+      for (int chunks : {1, 2, 4}) {
+        const plan::Plan p = Template(name, world, chunks);
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message()
+                       << name << " world " << world << " chunks " << chunks << " rank " << r);
+          absl::StatusOr<CopyProgram> prog = BuildCopyProgram(p, r, FakeBuffers());
+          ASSERT_TRUE(prog.ok()) << prog.status();
+          absl::StatusOr<LaunchWaits> w = BuildLaunchWaits(r, &*prog, {}, {}, {}, Words(), 4096);
+          ASSERT_TRUE(w.ok()) << w.status();
+          absl::StatusOr<std::vector<int>> sources = EpochSourceGates(*prog, w->step_gate);
+          ASSERT_TRUE(sources.ok()) << sources.status();
+          for (size_t i = 0; i < prog->steps.size(); ++i) {
+            const CopyStep& step = prog->steps[i];
+            if (w->step_gate[i] >= 0) {
+              EXPECT_EQ((*sources)[i], w->step_gate[i]);
+            }
+            if (step.signal >= 0 || step.drained_rank >= 0) {
+              EXPECT_GE((*sources)[i], 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The rule on a hand-made program: the channel's earlier gate, then a dependency's; a writing
+// step with neither is named.
+TEST(LaunchWaitsTest, EpochSourcesFollowChannelsAndDependencies) {
+  CopyProgram prog;
+  prog.rank = 1;
+  prog.num_channels = 2;
+  prog.steps.resize(4);
+  prog.steps[0] = CopyStep{.transfer = 10, .channel = 0, .signal = 0};
+  prog.steps[1] = CopyStep{.transfer = 11, .channel = 0, .signal = 1};
+  prog.steps[2] = CopyStep{.transfer = 12, .channel = 1, .after_steps = {1}, .drained_rank = 0};
+  prog.steps[3] = CopyStep{.transfer = 13, .channel = 1, .signal = 2};
+  absl::StatusOr<std::vector<int>> sources = EpochSourceGates(prog, {5, -1, -1, 7});
+  ASSERT_TRUE(sources.ok()) << sources.status();
+  EXPECT_EQ(*sources, (std::vector<int>{5, 5, 5, 7}));
+
+  prog.steps[2].after_steps.clear();  // now nothing before step 2 on channel 1 holds the epoch
+  sources = EpochSourceGates(prog, {5, -1, -1, 7});
+  ASSERT_FALSE(sources.ok());
+  EXPECT_EQ(sources.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(sources.status().message(), HasSubstr("transfer 12 writes a drained word"));
+}
+
 // The host reads the record while kernels may still fill it: the fields count only once the
 // record says they are filled.
 TEST(LaunchWaitsTest, TimeoutRecordIsReadOnlyOnceFilled) {

@@ -1,7 +1,7 @@
 // Ops captured in the caller's CUDA graph (syncopate/ops.h, Run): an engine's loop (warm-up,
 // one capture of two ops at every bucket and a small unfused M, 1,000 replays, every output
-// checked after every replay, direct runs mixed in); the refusals that keep a capture honest
-// (no warm-up, the copy engine); a peer that stops replaying, named by a sticky error.
+// checked after every replay, direct runs mixed in), on both backends; the refusal that keeps a
+// capture honest (no warm-up); a peer that stops replaying, named by a sticky error.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -97,6 +97,7 @@ absl::Status RunCapturedLoop(const Case& c, const std::string& job, int rank) {
   other.name = c.name + "_second";
   other.kind =
       c.kind == OpKind::kAllGatherMatmul ? OpKind::kMatmulReduceScatter : OpKind::kAllGatherMatmul;
+  if (other.kind != OpKind::kAllGatherMatmul) other.backend = Backend::kSm;  // CE cannot reduce
   ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
   std::vector<LoopOp> ops;
   ASSIGN_OR_RETURN(ops.emplace_back(), MakeLoopOp(c, job, rank, ms));
@@ -149,17 +150,28 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpsCaptureTest,
                                                 .kind = OpKind::kAllGatherMatmul,
                                                 .backend = Backend::kSm,
                                                 .m_buckets = {512, 1024, 2048}},
+                                           Case{.name = "ag_w2_ce",
+                                                .kind = OpKind::kAllGatherMatmul,
+                                                .backend = Backend::kCopyEngine,
+                                                .m_buckets = {512, 1024, 2048}},
+                                           Case{.name = "ag_w4_ce_fused",
+                                                .kind = OpKind::kAllGatherMatmul,
+                                                .world = 4,
+                                                .backend = Backend::kCopyEngine,
+                                                .path = PathPreference::kFused,
+                                                .chunks = 2,
+                                                .m_buckets = {512, 1024, 2048}},
                                            Case{.name = "rs_w4",
                                                 .kind = OpKind::kMatmulReduceScatter,
                                                 .world = 4,
                                                 .backend = Backend::kSm,
                                                 .m_buckets = {512, 1024, 2048}},
                                            Case{.name = "ag_w8",
-                           .kind = OpKind::kAllGatherMatmul,
-                           .world = 8,
-                           .backend = Backend::kSm,
-                           .m_buckets = {512, 1024, 2048}},
-                      Case{.name = "ar_w2_fused",
+                                                .kind = OpKind::kAllGatherMatmul,
+                                                .world = 8,
+                                                .backend = Backend::kSm,
+                                                .m_buckets = {512, 1024, 2048}},
+                                           Case{.name = "ar_w2_fused",
                                                 .kind = OpKind::kMatmulAllReduce,
                                                 .backend = Backend::kSm,
                                                 .path = PathPreference::kFused,
@@ -190,9 +202,9 @@ absl::Status ExpectRefusal(const Status& got, const std::string& words, const st
       absl::StrCat(what, ": not refused as expected (want \"", words, "\"): ", got.ToString()));
 }
 
-// A capture before any run of the bucket, and a capture of a copy-engine op, are refused
-// (FailedPrecondition naming why) and leave the op usable: not sticky.
-TEST_F(OpsGpuTest, CaptureWithoutWarmUpOrOnTheCopyEngineIsRefusedAndTheOpStaysUsable) {
+// A capture before any run of the bucket is refused (FailedPrecondition naming why) on either
+// backend and leaves the op usable: not sticky; after the warm-up the same capture works.
+TEST_F(OpsGpuTest, CaptureWithoutWarmUpIsRefusedAndTheOpStaysUsable) {
   const std::string job = workloads::UniqueGroupId("ops_capture_refused");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
@@ -206,19 +218,15 @@ TEST_F(OpsGpuTest, CaptureWithoutWarmUpOrOnTheCopyEngineIsRefusedAndTheOpStaysUs
       ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::DeviceBuffer::Allocate(*api, 1 << 20));
       ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
       const RunArgs args{.m = 512, .a = buf.get(), .b = buf.get(), .c = buf.get()};
-      if (!ce) {
-        RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()),
-                                      "before the capture", "capture before a warm-up"));
-      }
+      RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()),
+                                    "before the capture",
+                                    absl::StrCat(c.name, " capture before a warm-up")));
       OPS_RETURN_IF_ERROR(op->error());
       OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
       OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
-      if (ce) {
-        RETURN_IF_ERROR(ExpectRefusal(RunUnderCapture(*api, *op, args, stream.get()), "copy engine",
-                                      "capture of a copy-engine op"));
-        OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
-        OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
-      }
+      OPS_RETURN_IF_ERROR(RunUnderCapture(*api, *op, args, stream.get()));  // discarded
+      OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
+      OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
     }
     return absl::OkStatus();
   });

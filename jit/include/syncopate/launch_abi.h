@@ -127,9 +127,10 @@ struct FusedLaunchArgs {
                                       // a step split over several comm CTAs), start at 0
   syncopate_u64* cta_trace;           // device [4 * gridDim.x] or nullptr: impl/trace.cuh
   // Device [2]: the next tile ticket and the CTAs done claiming, for FusedSchedule::claim
-  // (dynamic dealing). Zero at every launch's start: the last CTA to run out resets both (a
-  // launch that aborts breaks the group, so no later launch sees them mid-way). nullptr: claim
-  // deals statically.
+  // (dynamic dealing). Zero at every launch's start: the last CTA to run out resets both. A
+  // launch that aborts may leave them mid-way: the host then refuses the group's launches, but
+  // replays of a caller's graph still run, with the device abort word raised (their results
+  // are void; the op's error is sticky). nullptr: claim deals statically.
   syncopate_u32* tile_counter;
   // Device epoch (see "Where e comes from" above), or all three nullptr for a host epoch.
   syncopate_u32* launch_epoch;         // device [2]: the last launch's epoch, CTAs started

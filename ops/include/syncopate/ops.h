@@ -146,10 +146,12 @@ class Op {
   //
   // Capturable: a run on a stream being captured into the caller's CUDA graph is recorded, and
   // every replay of the graph is a new run (the kernels take their launch epoch on the device),
-  // as long as every rank replays the same graphs in the same order. Needs the SM backend on
-  // every bucket and a run of the same bucket and `b` before the capture (the warm-up does the
-  // one-time setup); else FailedPrecondition, and the op stays usable. The op and its
-  // workspace must outlive the graph. Runs outside graphs and replays may be mixed freely.
+  // as long as every rank replays the same graphs in the same order. Either backend (the copy
+  // engine's side streams are forked and joined inside the capture, and copy their epoch from
+  // words the kernel writes). Needs a run of the same bucket and `b` before the capture (the
+  // warm-up does the one-time setup); else FailedPrecondition, and the op stays usable. The op
+  // and its workspace must outlive the graph. Runs outside graphs and replays may be mixed
+  // freely.
   Status Run(const RunArgs& args, CUstream stream);
   // Waits for every run on `stream`. DeadlineExceeded names a peer that did not deliver; that
   // error, like any failed run's, is sticky: later calls return it.

@@ -351,8 +351,8 @@ class _Op:
     def run(self, a, b, out, a_gathered=None, stream=None):
         """Runs the op on `stream` (None: the current torch stream for torch tensors, else the
         legacy default stream). Stream-ordered: returns before the GPU finishes. Capturable in
-        torch.cuda.graph after one run of the same M bucket and weight outside the capture (SM
-        backend; syncopate/ops.h, Op::Run); the tensors' memory must outlive the graph."""
+        torch.cuda.graph after one run of the same M bucket and weight outside the capture
+        (syncopate/ops.h, Op::Run); the tensors' memory must outlive the graph."""
         handle = self._live()
         a_info = tensor_info(a, "a")
         b_info = tensor_info(b, "b")

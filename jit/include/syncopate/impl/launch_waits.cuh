@@ -88,8 +88,9 @@ SYNCOPATE_DEVICE void EnterLaunch(const FusedLaunchArgs& args) {
   __syncthreads();
 }
 
-// One thread, after a device-epoch launch's tail waits (comm CTA 0: such launches have no
-// control CTA, and a host-epoch launch's stream writes the word): the host's watch sees the end.
+// One thread, after a device-epoch launch's tail waits (the control CTA of a copy-engine launch,
+// else comm CTA 0; a host-epoch launch's stream writes the word instead, and its launch_epoch
+// is null): the host's watch sees the end.
 SYNCOPATE_DEVICE void MarkLaunchFinished(const FusedLaunchArgs& args) {
   if (args.launch_epoch != nullptr && args.progress != nullptr) {
     StoreReleaseSys(args.progress + 1, LaunchEpoch(args));
@@ -107,6 +108,7 @@ SYNCOPATE_DEVICE void RunControlCta(const FusedLaunchArgs& args) {
   }
   RunLaunchWaitsOfKind(args, kTailWait, tid, n);
   __syncthreads();
+  if (tid == 0) MarkLaunchFinished(args);
 }
 
 // CTA-collective: tails only (comm CTA 0 of an SM launch, after its transfer program).
