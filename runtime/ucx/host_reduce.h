@@ -20,9 +20,4 @@ absl::Status HostReduce(plan::DType dtype, plan::ReduceOp op, void* dst, const v
 // that hold no valid data are prepared before a launch (plan.h).
 absl::Status FillIdentity(plan::DType dtype, plan::ReduceOp op, void* dst, size_t bytes);
 
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float Bf16ToFloat(uint16_t h);
-uint16_t FloatToBf16(float f);
-
 }  // namespace syncopate::ucx

@@ -1,12 +1,11 @@
 // See ops_gpu_support.h.
 #include "tests/ops/ops_gpu_support.h"
 
-#include <cmath>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/base/half_float.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 
 namespace syncopate::ops::gpu_test {
@@ -28,29 +27,11 @@ std::vector<float> Matrix(uint64_t seed, int64_t rows, int64_t cols) {
 
 // Exact for integers of magnitude <= 256 (all these tests produce).
 uint16_t ToBits(float v, DType dtype) {
-  uint32_t f;
-  std::memcpy(&f, &v, 4);
-  if (dtype == DType::kBF16) return static_cast<uint16_t>(f >> 16);
-  if (v == 0) return static_cast<uint16_t>((f >> 16) & 0x8000);
-  const uint16_t sign = (f >> 16) & 0x8000;
-  const int exponent = static_cast<int>((f >> 23) & 0xff) - 127;
-  const uint32_t mantissa = f & 0x7fffff;
-  return static_cast<uint16_t>(sign | ((exponent + 15) << 10) | (mantissa >> 13));
+  return dtype == DType::kBF16 ? FloatToBf16(v) : FloatToHalf(v);
 }
 
 float FromBits(uint16_t bits, DType dtype) {
-  if (dtype == DType::kBF16) {
-    uint32_t f = static_cast<uint32_t>(bits) << 16;
-    float v;
-    std::memcpy(&v, &f, 4);
-    return v;
-  }
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  const float magnitude = exponent == 0
-                              ? std::ldexp(static_cast<float>(mantissa), -24)
-                              : std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-  return (bits & 0x8000) ? -magnitude : magnitude;
+  return dtype == DType::kBF16 ? Bf16ToFloat(bits) : HalfToFloat(bits);
 }
 
 // C[rows, n] = A[rows, k] B[n, k]^T, accumulated into `out`.

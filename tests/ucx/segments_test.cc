@@ -1,6 +1,7 @@
 // Unit tests: plan regions as byte ranges and segment pairing; host reductions.
 #include "runtime/ucx/segments.h"
 
+#include "core/base/half_float.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ucx/host_reduce.h"

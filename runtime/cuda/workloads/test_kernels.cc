@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/half_float.h"
 #include "core/base/status_macros.h"
 #include "jit/nvrtc/nvrtc_compiler.h"
 
@@ -123,22 +124,7 @@ absl::Status TestKernels::ReferenceGemm(CUdeviceptr a, CUdeviceptr b, CUdevicept
 }
 
 float HalfBitsToFloat(uint16_t bits, plan::DType dtype) {
-  if (dtype == plan::DType::kBF16) {
-    uint32_t u = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t sign = (bits >> 15) & 1u, exp = (bits >> 10) & 0x1fu, mant = bits & 0x3ffu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(mant), -24);
-  } else if (exp == 31) {
-    v = mant ? NAN : INFINITY;
-  } else {
-    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
+  return dtype == plan::DType::kBF16 ? Bf16ToFloat(bits) : HalfToFloat(bits);
 }
 
 absl::StatusOr<std::vector<uint16_t>> Download16(const cuda::DriverApi& api, CUdeviceptr p,
