@@ -244,10 +244,14 @@ class Group {
   friend class LaunchGraph;
   explicit Group(GroupOptions options) : options_(std::move(options)) {}
   absl::Status Init();
-  // Issues launch `epoch` (everything but bookkeeping); `device_epoch`: the kernel takes its
-  // epoch on the device and the stream carries no epoch value (DeviceEpoch, or a capture).
+  // How Issue puts a launch on its stream.
+  struct IssueMode {
+    bool device_epoch = false;  // the kernel takes its epoch; the stream carries no epoch value
+    bool capturing = false;     // `stream` is being captured (ours or the caller's graph)
+  };
+  // Issues launch `epoch` (everything but bookkeeping).
   absl::Status Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                     const LaunchSettings& timeouts, bool device_epoch);
+                     const LaunchSettings& timeouts, IssueMode mode);
   absl::Status IssueCaptured(const KernelLaunch& launch, CUstream stream,
                              const LaunchSettings& timeouts);
   // Marks the group broken (its ranks may be out of step), keeping the first cause; returns `why`.

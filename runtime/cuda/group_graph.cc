@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<LaunchGraph>> Group::CaptureGraph(const KernelLau
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
   // Copy engine: the host's epoch, rewritten at each replay; SM: the device's, as in Launch.
   g->device_epoch_ = single_node_ && launch.backend != Backend::kCopyEngine;
-  absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts, g->device_epoch_);
+  absl::Status issued = Issue(launch, cs, kCaptureEpoch, timeouts,
+                              {.device_epoch = g->device_epoch_, .capturing = true});
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(cs, &graph);
   g->graph_ = Graph(api, graph);  // owned by g from here (destroyed with it)

@@ -93,7 +93,8 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
 }
 
 absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t epoch,
-                          const LaunchSettings& timeouts, bool device_epoch) {
+                          const LaunchSettings& timeouts, IssueMode mode) {
+  const bool device_epoch = mode.device_epoch;
   const DriverApi& api = context_.api();
   const int me = rank();
   const CopyProgram& program = launch.copy_program;
@@ -123,9 +124,14 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   // word in step, for the device-epoch launches that follow it.
   if (step_epoch.source_gates != nullptr) {
     // The side streams wait for a nonzero gate: zero this launch's first (the last launch's
-    // side streams have joined `stream`, so none still reads them).
-    CU_RETURN_IF_ERROR(api.cuMemsetD32Async(HostWordDevice(offsetof(HostWords, gates)), 0,
-                                            static_cast<size_t>(launch.num_gates), stream));
+    // side streams have joined `stream`, so none still reads them). Stream writes, the
+    // operation made for host-mapped words, capturable; the kernel after them is stream-ordered,
+    // so no barrier.
+    for (int g = 0; g < launch.num_gates; ++g) {
+      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
+          stream, HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g), 0,
+          CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+    }
   }
   if (!device_epoch) {
     for (int q = 0; q < world_size(); ++q) {
@@ -157,9 +163,10 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
         .signal = [this](int owner, int index) { return SignalWord(owner, index); },
         .drained = [this](int owner, int about) { return DrainedWord(owner, about); },
         .fence_scratch = HostWordDevice(offsetof(HostWords, fence_scratch))};
+    // cuMemcpyBatchAsync has no graph node: plain copies while capturing.
     RETURN_IF_ERROR(side_streams_.Issue(program, launch.step_gates, stream, step_epoch,
-                                        timeouts.prefer_copy_engines && epoch != kCaptureEpoch,
-                                        words, me));
+                                        timeouts.prefer_copy_engines && !mode.capturing, words,
+                                        me));
   }
   // 4. The kernel waited for everything destined to this rank (its tail waits).
   if (!device_epoch) {
@@ -227,7 +234,8 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   if (device_epoch) RETURN_IF_ERROR(CheckDeviceCountable(launch));  // refused, not broken
   const uint32_t epoch = epoch_ + 1;
   // Part of a failed launch may be queued: this rank is out of step.
-  if (absl::Status issued = Issue(launch, stream, epoch, timeouts, device_epoch); !issued.ok()) {
+  if (absl::Status issued = Issue(launch, stream, epoch, timeouts, {.device_epoch = device_epoch});
+      !issued.ok()) {
     return Break(issued);
   }
   epoch_ = epoch;
@@ -247,7 +255,8 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
 absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
                                   const LaunchSettings& timeouts) {
   RETURN_IF_ERROR(CheckDeviceCountable(launch));
-  if (absl::Status issued = Issue(launch, stream, epoch_ + 1, timeouts, /*device_epoch=*/true);
+  if (absl::Status issued =
+          Issue(launch, stream, epoch_ + 1, timeouts, {.device_epoch = true, .capturing = true});
       !issued.ok()) {
     return Break(issued);
   }
