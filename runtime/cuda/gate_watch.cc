@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cuda/launch_waits.h"
 
 namespace syncopate::cuda {
 
@@ -38,7 +39,7 @@ std::string GateWatch::Describe(uint32_t epoch) const {
   std::string held;
   int listed = 0;
   for (size_t i = 0; i < gates.size(); ++i) {
-    if (static_cast<int32_t>(sampled_[i] - epoch) >= 0) {
+    if (EpochReached(sampled_[i], epoch)) {
       ++released;
       continue;
     }

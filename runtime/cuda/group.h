@@ -254,6 +254,9 @@ class Group {
                      const LaunchSettings& timeouts, IssueMode mode);
   absl::Status IssueCaptured(const KernelLaunch& launch, CUstream stream,
                              const LaunchSettings& timeouts);
+  // Host epoch, copy engine: rewrites on `stream` the launch's gates that launch `epoch` could
+  // misread as released (StaleGates), and notes that it releases its gates at `epoch`.
+  absl::Status RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch);
   // Marks the group broken (its ranks may be out of step), keeping the first cause; returns `why`.
   absl::Status Break(absl::Status why);
   // FailedPrecondition for any launch or Sync after the group broke, naming the first cause.
@@ -316,6 +319,7 @@ class Group {
   bool epoch_uncounted_ = false;
   bool broken_ = false;
   absl::Status broken_cause_;  // why broken_ was set (the first failure)
+  std::vector<uint32_t> gate_epochs_;  // per gate word: the host epoch it was last released at
   Stream capture_stream_;
 };
 

@@ -70,6 +70,9 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   const uint32_t epoch = g.epoch_ + 1;
   FusedLaunchArgs args = g.MakeArgs(launch_, epoch, timeouts_, device_epoch_);
   void* params[] = {&args};
+  if (launch_.backend == Backend::kCopyEngine && !device_epoch_) {
+    RETURN_IF_ERROR(g.RefreshStaleGates(launch_, stream, epoch));  // outside the graph, before it
+  }
   CUDA_KERNEL_NODE_PARAMS kp = kernel_params_;
   kp.kernelParams = params;
   kp.extra = nullptr;

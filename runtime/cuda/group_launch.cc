@@ -133,6 +133,9 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
           CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
     }
   }
+  if (copy_engine && !device_epoch && !mode.capturing) {
+    RETURN_IF_ERROR(RefreshStaleGates(launch, stream, epoch));
+  }
   if (!device_epoch) {
     for (int q = 0; q < world_size(); ++q) {
       if (!same_node(q)) continue;  // the inter-node proxy has its own epoch handshake
@@ -174,6 +177,19 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
         api.cuStreamWriteValue32(stream, HostWordDevice(offsetof(HostWords, progress_finished)),
                                  epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Group::RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch) {
+  const DriverApi& api = context_.api();
+  for (int g : StaleGates(gate_epochs_, launch.num_gates, epoch)) {
+    CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
+        stream, HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g), epoch - 1,
+        CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+  }
+  if (static_cast<int>(gate_epochs_.size()) < launch.num_gates)
+    gate_epochs_.resize(launch.num_gates);
+  for (int g = 0; g < launch.num_gates; ++g) gate_epochs_[g] = epoch;
   return absl::OkStatus();
 }
 

@@ -56,7 +56,7 @@ absl::Status Group::WithAbsentPeers(const absl::Status& timed_out, uint32_t epoc
       rescue_stream_.Synchronize().ok()) {
     std::string absent;
     for (int q = 0; q < world_size(); ++q) {
-      if (q == rank() || !same_node(q) || static_cast<int32_t>(entered[q] - epoch) >= 0) continue;
+      if (q == rank() || !same_node(q) || EpochReached(entered[q], epoch)) continue;
       absl::StrAppend(&absent, absent.empty() ? "" : "; ", "rank ", q, " had not entered launch ",
                       epoch, " (it last entered launch ", entered[q], ")");
     }

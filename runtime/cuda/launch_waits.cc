@@ -87,6 +87,16 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
   return out;
 }
 
+std::vector<int> StaleGates(const std::vector<uint32_t>& released_at, int num_gates,
+                            uint32_t epoch) {
+  std::vector<int> stale;
+  for (int g = 0; g < num_gates; ++g) {
+    const uint32_t last = g < static_cast<int>(released_at.size()) ? released_at[g] : 0;
+    if (epoch - last >= kGateRefreshAge) stale.push_back(g);
+  }
+  return stale;
+}
+
 std::string DescribeTimeout(const WaitTimeoutRecord& r) {
   const int ms = static_cast<int>(r.waited_ns / 1000000);
   if (r.what == 0) {

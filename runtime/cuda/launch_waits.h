@@ -69,6 +69,19 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
                                              const ProtocolWords& words, int gate_capacity,
                                              const std::vector<uint64_t>& proxy_epoch_words = {});
 
+// The host's reading of a protocol word awaited at `epoch`, as the kernels' (launch_abi.h,
+// kEpochLead): `epoch` or a little past it, never a word left behind.
+inline bool EpochReached(uint32_t seen, uint32_t epoch) { return seen - epoch < kEpochLead; }
+
+// Host-epoch copy-engine gates are awaited by cuStreamWaitValue32's cyclic GEQ, which reads a
+// gate released more than 2^31 launches ago as released (a bucket idle that long). The gates
+// [0, num_gates) whose last release (`released_at`, indexed by gate; missing entries count as
+// epoch 0) is at least kGateRefreshAge launches before `epoch`: the host rewrites them to
+// epoch - 1 before the launch.
+constexpr uint32_t kGateRefreshAge = 1u << 30;
+std::vector<int> StaleGates(const std::vector<uint32_t>& released_at, int num_gates,
+                            uint32_t epoch);
+
 // The message for a timed-out wait the kernel recorded.
 std::string DescribeTimeout(const WaitTimeoutRecord& record);
 

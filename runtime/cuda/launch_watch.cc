@@ -81,7 +81,7 @@ absl::Status LaunchWatch::Unblock(uint32_t epoch) {
   // any nonzero value), are released.
   const uint32_t release = epoch == 0 ? 1u : epoch;
   for (int g = 0; g < kGateCapacity; ++g) {
-    if (words->gates[g] == 0 || static_cast<int32_t>(words->gates[g] - epoch) < 0) {
+    if (words->gates[g] == 0 || !EpochReached(words->gates[g], epoch)) {
       words->gates[g] = release;
     }
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "runtime/cuda/launch_waits.h"
 #include "runtime/ucx/segments.h"
 
 namespace syncopate::cuda {
@@ -111,7 +112,7 @@ absl::Status ProxyDeviceSide::AwaitWords(FetchLane& lane, const std::vector<Wait
                                                    "forced to the epoch without their data)"));
     }
     size_t pending = 0;
-    while (pending < words.size() && static_cast<int32_t>(seen[pending] - epoch) >= 0) ++pending;
+    while (pending < words.size() && EpochReached(seen[pending], epoch)) ++pending;
     if (pending == words.size()) return absl::OkStatus();
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(what, ": ", words[pending].what, " is ",

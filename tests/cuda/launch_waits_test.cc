@@ -251,6 +251,33 @@ TEST(LaunchWaitsTest, EpochSourcesFollowChannelsAndDependencies) {
   EXPECT_THAT(sources.status().message(), HasSubstr("transfer 12 writes a drained word"));
 }
 
+// A word counts as reached at its epoch and a little past it, never when launches left it
+// behind, however far (the cyclic >= read one more than 2^31 launches behind as ahead).
+TEST(LaunchWaitsTest, AWordLeftBehindIsNeverReached) {
+  const uint32_t e = 1000;
+  EXPECT_TRUE(EpochReached(e, e));
+  EXPECT_TRUE(EpochReached(e + 1, e));
+  EXPECT_TRUE(EpochReached(e + kEpochLead - 1, e));
+  EXPECT_FALSE(EpochReached(e - 1, e));
+  EXPECT_FALSE(EpochReached(0, 1));  // a word no launch wrote yet
+  for (uint32_t behind : {1u << 20, (1u << 31) - 1, (1u << 31) + 1, 3u << 30}) {
+    EXPECT_FALSE(EpochReached(e - behind, e)) << behind << " launches behind";
+  }
+  EXPECT_TRUE(EpochReached(0xffffffffu, 0xfffffff0u));  // across the wrap
+  EXPECT_TRUE(EpochReached(3, 0xfffffffeu));
+}
+
+// Host-epoch gates released long ago are rewritten before a launch awaits them with GEQ; gates
+// the last launches released are left alone.
+TEST(LaunchWaitsTest, GatesReleasedLongAgoAreRefreshed) {
+  EXPECT_TRUE(StaleGates({}, 4, 5).empty());  // a new group: every gate reads 0, below epoch 5
+  const std::vector<uint32_t> released = {100, 7, 100};
+  EXPECT_TRUE(StaleGates(released, 3, 101).empty());
+  const uint32_t later = 99 + kGateRefreshAge;  // one launch short of gates 0 and 2
+  EXPECT_EQ(StaleGates(released, 4, later), (std::vector<int>{1, 3}));
+  EXPECT_EQ(StaleGates(released, 4, later + 1), (std::vector<int>{0, 1, 2, 3}));
+}
+
 // The host reads the record while kernels may still fill it: the fields count only once the
 // record says they are filled.
 TEST(LaunchWaitsTest, TimeoutRecordIsReadOnlyOnceFilled) {

@@ -64,6 +64,13 @@ constexpr int kAbiVersion = 4;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
+// A protocol word awaited at epoch e counts as reached when it is e or up to kEpochLead - 1
+// past it, as a distance on the 2^32 circle (a peer runs at most a launch or two ahead: each
+// launch ends only after its peers took part in it). A word that launches skip falls behind by
+// any distance and must read as not reached: a cyclic "seen >= e" (cuStreamWaitValue32's GEQ)
+// reads one more than 2^31 launches behind as ahead (12 h of launches at 20 us); this misreads
+// a stale word only in the last kEpochLead launches of each 2^32 it falls behind.
+constexpr syncopate_u32 kEpochLead = 1u << 16;
 
 // Written once, by the first wait that times out: it claims the record (atomicCAS of `timed_out`
 // from 0 to kTimeoutRecordClaimed), fills the fields, fences, then stores kTimeoutRecordFilled.

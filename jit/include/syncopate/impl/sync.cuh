@@ -35,9 +35,10 @@ SYNCOPATE_DEVICE unsigned long long GlobalTimerNs() {
   return t;
 }
 
-// `epoch` reached: cyclic comparison, as cuStreamWaitValue32's GEQ (epochs wrap after 2^32).
+// `epoch` reached: `seen` is `epoch` or less than kEpochLead past it (launch_abi.h says why not
+// a cyclic >=).
 SYNCOPATE_DEVICE bool EpochReached(unsigned seen, unsigned epoch) {
-  return static_cast<int>(seen - epoch) >= 0;
+  return seen - epoch < kEpochLead;
 }
 
 namespace detail {
