@@ -55,6 +55,8 @@ def parse_args(argv=None):
     ap.add_argument("--time-ms", type=ints, default=[8192, 2048], help="timed Ms")
     ap.add_argument("--graph-m", type=int, default=2048, help="M of the capture check")
     ap.add_argument("--graph-replays", type=int, default=100)
+    ap.add_argument("--graph-ce", type=int, default=1,
+                    help="also capture an AllGather+GEMM op made with backend='ce' (1)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--parts", default=",".join(PARTS), help="any of " + ",".join(PARTS))
@@ -277,29 +279,32 @@ def check_output(ctx, kind, M, out, gathered=None):
     return ok, note
 
 
-def create_ops(ctx):
-    """One op per kind (collective), max_m covering every M; None where any rank failed."""
+def create_op(ctx, kind, backend="auto"):
+    """The op of `kind` (collective), max_m covering every M; None where any rank failed."""
     classes = {"ag": syncopate.AllGatherMatmul, "rs": syncopate.MatmulReduceScatter,
                "ar": syncopate.MatmulAllReduce}
-    ops = {}
-    for kind in KINDS:
-        n, k = ctx.nk[kind]
-        group = syncopate.Group(f"{ctx.job}.{kind}", ctx.rank, ctx.P, device=0,
-                                allgather=syncopate.torch_allgather())
-        op, note, t0 = None, "", time.time()
-        try:
-            op = classes[kind](group, ctx.a.max_m, n, k, dtype="bf16",
-                               timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir,
-                               m_buckets=ctx.a.buckets)
-            note = f"max_m={ctx.a.max_m} n={n} k={k} in {time.time() - t0:.1f} s"
-        except Exception as e:
-            note = "error: " + short(e)
-        ctx.report(f"create {kind}", op is not None, note)
-        if not all(ctx.gather(op is not None)) and op is not None:
-            op.close()  # a group some rank is missing from would only hang its runs
-            op = None
-        ops[kind] = op
-    return ops
+    label = kind if backend == "auto" else f"{kind}/{backend}"
+    n, k = ctx.nk[kind]
+    group = syncopate.Group(f"{ctx.job}.{label.replace('/', '_')}", ctx.rank, ctx.P, device=0,
+                            allgather=syncopate.torch_allgather())
+    op, note, t0 = None, "", time.time()
+    try:
+        op = classes[kind](group, ctx.a.max_m, n, k, dtype="bf16", backend=backend,
+                           timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir,
+                           m_buckets=ctx.a.buckets)
+        note = f"max_m={ctx.a.max_m} n={n} k={k} in {time.time() - t0:.1f} s"
+    except Exception as e:
+        note = "error: " + short(e)
+    ctx.report(f"create {label}", op is not None, note)
+    if not all(ctx.gather(op is not None)) and op is not None:
+        op.close()  # a group some rank is missing from would only hang its runs
+        op = None
+    return op
+
+
+def create_ops(ctx):
+    """One op per kind (collective); None where any rank failed."""
+    return {kind: create_op(ctx, kind) for kind in KINDS}
 
 
 def poisoned(shape):  # NaN everywhere: rows an op forgets to write fail the check
@@ -492,32 +497,44 @@ def symm_mem_fn(ctx, kind, a, w, M):
 
 
 def check_graph(ctx, ops):
-    """Part 4: capture op.run in torch.cuda.graph after a warm-up run (the SM backend's kernels
-    take their epoch on the device); replayed and checked each time. A refusal fails."""
+    """Part 4: capture op.run in torch.cuda.graph after a warm-up run (the kernels take their
+    epoch on the device; the copy engine's side streams copy it from words the kernel writes);
+    replayed and checked each time, for every op and, with --graph-ce, an AllGather+GEMM op on
+    the copy engine. A refusal fails."""
     M = ctx.a.graph_m
-    for kind in [k for k in KINDS if ops.get(k)]:
-        a, w, shape = operands(ctx, kind, M)
-        out = torch.empty(shape, dtype=torch.bfloat16, device="cuda")
-        graph, outcome = torch.cuda.CUDAGraph(), "captured"
-        try:
-            ops[kind].run(a, w, out)  # warm up: a run's first use of a weight allocates
-            ops[kind].synchronize()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "the CUDA graph is empty" after a refusal
-                with torch.cuda.graph(graph):
-                    ops[kind].run(a, w, out)
-        except syncopate.SyncopateError as e:
-            outcome = f"refused: {e}" if e.code_name == "FAILED_PRECONDITION" else f"error: {e}"
-        except Exception as e:
-            outcome = "error: " + short(e)
-        torch.cuda.synchronize()
-        got = ctx.gather(outcome)
-        if all(o == "captured" for o in got):
-            ok, note = replay(ctx, kind, M, graph, out)
-            ctx.report(f"capture {kind} M={M}, {ctx.a.graph_replays} replays", ok, note)
-        else:
-            ctx.report(f"capture {kind} M={M}", False, f"rank outcomes differ or failed: {got}")
-        del graph
+    captured = [(k, k, ops[k]) for k in KINDS if ops.get(k)]
+    ce_op = create_op(ctx, "ag", backend="ce") if ctx.a.graph_ce else None
+    if ce_op is not None:
+        captured.append(("ag", "ag/ce", ce_op))
+    for kind, label, op in captured:
+        capture_and_replay(ctx, kind, label, op, M)
+    if ce_op is not None:
+        ce_op.close()
+
+
+def capture_and_replay(ctx, kind, label, op, M):
+    a, w, shape = operands(ctx, kind, M)
+    out = torch.empty(shape, dtype=torch.bfloat16, device="cuda")
+    graph, outcome = torch.cuda.CUDAGraph(), "captured"
+    try:
+        op.run(a, w, out)  # warm up: a run's first use of a weight allocates
+        op.synchronize()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "the CUDA graph is empty" after a refusal
+            with torch.cuda.graph(graph):
+                op.run(a, w, out)
+    except syncopate.SyncopateError as e:
+        outcome = f"refused: {e}" if e.code_name == "FAILED_PRECONDITION" else f"error: {e}"
+    except Exception as e:
+        outcome = "error: " + short(e)
+    torch.cuda.synchronize()
+    got = ctx.gather(outcome)
+    if all(o == "captured" for o in got):
+        ok, note = replay(ctx, kind, M, graph, out)
+        ctx.report(f"capture {label} M={M}, {ctx.a.graph_replays} replays", ok, note)
+    else:
+        ctx.report(f"capture {label} M={M}", False, f"rank outcomes differ or failed: {got}")
+    del graph
 
 
 def replay(ctx, kind, M, graph, out):
