@@ -133,6 +133,11 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
       absl::Status synced =
           launcher ? launcher->Sync(s.stream.get()) : s.rt->Sync(s.stream.get());
       if (!synced.ok()) {
+        // A failed group stays failed: a second Sync must not report the launch as done.
+        if (!launcher && s.rt->Sync(s.stream.get()).ok()) {
+          return absl::InternalError(
+              absl::StrCat("launch ", i, ": a second Sync returned OK after ", synced.message()));
+        }
         return absl::Status(synced.code(), absl::StrCat("launch ", i, ": ", synced.message()));
       }
       absl::Status ok = check(i);
