@@ -107,11 +107,9 @@ absl::Status AddAllGatherBiring(PlanBuilder& b, const ShardLayout& l, const Gath
 
 absl::Status AddAllGatherTwoLevel(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p) {
   const int w = l.world();
-  const int rpn = p.ranks_per_node;
-  const int nodes = w / rpn;
-  auto at = [rpn](int node, int local) { return node * rpn + local; };
-  const int intra = p.channel_base;
-  const int inter = p.channel_base + 1;
+  const TwoLevelGrid grid(w, p.ranks_per_node, p.channel_base);
+  const int rpn = grid.rpn, nodes = grid.nodes, intra = grid.intra, inter = grid.inter;
+  auto at = [&grid](int node, int local) { return grid.at(node, local); };
   // Level 0, intra-node: the owner pushes its shard to every other rank of its node.
   for (int dl = 1; dl < rpn; ++dl) {
     for (int k = 0; k < l.chunks(); ++k) {

@@ -132,6 +132,18 @@ absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayo
 absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
                                                    const ScatterPhase& p);
 
+// The rank grid of a two-level template: `ranks_per_node` consecutive ranks per node; transfers
+// within a node on channel `channel_base`, between nodes on the next one.
+struct TwoLevelGrid {
+  TwoLevelGrid(int world, int ranks_per_node, int channel_base)
+      : rpn(ranks_per_node),
+        nodes(world / ranks_per_node),
+        intra(channel_base),
+        inter(channel_base + 1) {}
+  int at(int node, int local) const { return node * rpn + local; }
+  int rpn, nodes, intra, inter;
+};
+
 // Parameter checks shared by the template families; errors name the parameter.
 absl::Status CheckCommonParams(const TemplateParams& params);
 absl::Status CheckShardExtent(const ShardLayout& layout, const TemplateParams& params,

@@ -117,11 +117,9 @@ absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayo
 absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
                                                    const ScatterPhase& p) {
   const int w = l.world();
-  const int rpn = p.ranks_per_node;
-  const int nodes = w / rpn;
-  auto at = [rpn](int node, int local) { return node * rpn + local; };
-  const int intra = p.channel_base;
-  const int inter = p.channel_base + 1;
+  const TwoLevelGrid grid(w, p.ranks_per_node, p.channel_base);
+  const int rpn = grid.rpn, nodes = grid.nodes, intra = grid.intra, inter = grid.inter;
+  auto at = [&grid](int node, int local) { return grid.at(node, local); };
   // Level 0, intra-node: rank (n, l) reduces its contribution to every shard (n', l'), l' != l,
   // into the input of (n, l'), which thereby collects node n's partial of the shards of local
   // index l'. into[x][j][k]: the intra-node reductions of chunk (j, k) into rank x.

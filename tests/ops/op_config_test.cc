@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/status_macros.h"
 #include "jit/compiler/codegen.h"
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
@@ -226,6 +227,12 @@ TEST(OpKernelsTest, EachCollectiveBindsItsOperandsToItsPlanBuffers) {
   }
 }
 
+// The fused kernel the op would build from `k`, generated (not compiled).
+absl::StatusOr<jit::GeneratedKernel> GenerateFused(const OpKernels& k) {
+  ASSIGN_OR_RETURN(std::string_view source, jit::ExampleKernelSource(k.gemm_source));
+  return jit::GenerateFusedKernel(k.plan, k.gemm_spec, source);
+}
+
 // Op::Run points the GEMM at the caller's own tensor at a bucket's M (AllGather: C; the
 // reductions: A) only through a slot no peer maps: a kernel parameter that is no plan buffer.
 // Were it one, the runtime would refuse the slot and every run would fall back to copying. The
@@ -247,10 +254,7 @@ TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
         absl::StatusOr<OpKernels> k = BuildOpKernels(r);
         ASSERT_TRUE(k.ok()) << k.status();
         EXPECT_EQ(k->in_place_operand, collective == Collective::kAllGather ? "C" : "A");
-        absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
-        ASSERT_TRUE(source.ok()) << source.status();
-        absl::StatusOr<jit::GeneratedKernel> fused =
-            jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
+        absl::StatusOr<jit::GeneratedKernel> fused = GenerateFused(*k);
         ASSERT_TRUE(fused.ok()) << fused.status();
         absl::StatusOr<int> slot =
             jit::PerLaunchOperandSlot(fused->metadata.operands, k->in_place_operand);
@@ -266,18 +270,10 @@ TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
 
 // The check itself refuses what peers address: a plan buffer, and a name the kernel lacks.
 TEST(OpKernelsTest, SharedOperandsAreNotPerLaunch) {
-  OpKernelsRequest r;
-  r.collective = Collective::kAllGather;
-  r.m = 2048;
-  r.n = 256;
-  r.k = 128;
-  r.world = 2;
-  absl::StatusOr<OpKernels> k = BuildOpKernels(r);
+  absl::StatusOr<OpKernels> k = BuildOpKernels(
+      {.collective = Collective::kAllGather, .m = 2048, .n = 256, .k = 128, .world = 2});
   ASSERT_TRUE(k.ok()) << k.status();
-  absl::StatusOr<std::string_view> source = jit::ExampleKernelSource(k->gemm_source);
-  ASSERT_TRUE(source.ok()) << source.status();
-  absl::StatusOr<jit::GeneratedKernel> fused =
-      jit::GenerateFusedKernel(k->plan, k->gemm_spec, *source);
+  absl::StatusOr<jit::GeneratedKernel> fused = GenerateFused(*k);
   ASSERT_TRUE(fused.ok()) << fused.status();
   absl::StatusOr<int> a = jit::PerLaunchOperandSlot(fused->metadata.operands, "A");
   ASSERT_FALSE(a.ok());

@@ -41,6 +41,17 @@ struct Case {
   std::vector<int64_t> m_buckets;  // empty: the default buckets
 };
 
+// AllGather+GEMM at world 4, fused, on the copy engine with 2 chunks per shard: the copy-engine
+// case both the run tests and the capture tests take.
+inline Case AgCopyEngineFusedW4() {
+  return Case{.name = "ag_ce_fused_w4",
+              .kind = OpKind::kAllGatherMatmul,
+              .world = 4,
+              .backend = Backend::kCopyEngine,
+              .path = PathPreference::kFused,
+              .chunks = 2};
+}
+
 // -1, 0 or 1, a function of (seed, index) only, so every rank can regenerate a peer's input.
 float Value(uint64_t seed, int64_t i);
 

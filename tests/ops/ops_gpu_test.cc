@@ -95,13 +95,7 @@ TEST_P(OpsGpuTest, EveryElementOfEveryRunIsRight) {
 INSTANTIATE_TEST_SUITE_P(
     Ops, OpsGpuTest,
     ::testing::Values(
-        Case{.name = "ag_auto", .kind = OpKind::kAllGatherMatmul},
-        Case{.name = "ag_ce_fused_w4",
-             .kind = OpKind::kAllGatherMatmul,
-             .world = 4,
-             .backend = Backend::kCopyEngine,
-             .path = PathPreference::kFused,
-             .chunks = 2},
+        Case{.name = "ag_auto", .kind = OpKind::kAllGatherMatmul}, AgCopyEngineFusedW4(),
         Case{.name = "ag_fp16_unfused",
              .kind = OpKind::kAllGatherMatmul,
              .dtype = DType::kFP16,
