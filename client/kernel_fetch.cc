@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "client/absl_status.h"
 #include "core/plan_io/plan_proto.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate {
 
@@ -24,7 +24,7 @@ jit::KernelFetcher DaemonKernelFetcher(Client client, CompileRequest base) {
       request.nodes.clear();
     }
     Result<CompiledKernel> compiled = client.Compile(request);
-    if (!compiled.ok()) return ToAbslStatus(compiled.status(), "daemon compile");
+    if (!compiled.ok()) return ToAbsl(compiled.status(), "daemon compile");
     jit::FetchedKernel fetched;
     fetched.cache_key = compiled->cache_key;
     fetched.kernel.binary = std::move(compiled->binary);

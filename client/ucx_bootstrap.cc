@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<std::string>> DaemonBootstrap::Round(absl::string_vie
   Result<std::vector<std::string>> blobs =
       client_.Exchange(group_, key, std::string(mine), std::chrono::milliseconds(ms));
   if (!blobs.ok()) {
-    const absl::Status status = ToAbslStatus(blobs.status());
+    const absl::Status status = ToAbsl(blobs.status());
     return absl::Status(status.code(),
                         absl::StrCat("bootstrap ", key, " of rank ", group_.rank, ": ",
                                      status.message()));

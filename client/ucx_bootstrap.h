@@ -22,10 +22,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "client/absl_status.h"
 #include "runtime/ucx/bootstrap.h"
 #include "runtime/ucx/plan_executor.h"
 #include "syncopate/client.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate {
 

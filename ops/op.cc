@@ -21,13 +21,13 @@
 #include "jit/compiler/embedded_headers.h"
 #include "ops/core/op_kernels.h"
 #include "ops/core/op_tuning.h"
-#include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/overlap_runtime.h"
 #include "runtime/gemm/gemm_kernels.h"
 #include "syncopate/ops.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate::ops {
 namespace {

@@ -24,13 +24,13 @@
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
 #include "ops/core/op_tuning.h"
-#include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/gemm/cublas_lib.h"
 #include "syncopate/ops.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate::ops {
 namespace {

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/absl_status.h"
 #include "client/kernel_fetch.h"
 #include "core/plan_io/plan_proto.h"
 #include "jit/build/kernel_build.h"
 #include "syncopate/client.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate::cli {
 namespace {
@@ -31,7 +31,7 @@ absl::Status RunThroughDaemon(const plan::Plan& plan, const jit::KernelSpec& spe
   embedded.cache_dir = cache_dir;
   embedded.log_level = "error";  // its groups are live when it stops at the end of the step
   Result<Client> client = Client::Embedded(embedded);
-  if (!client.ok()) return ToAbslStatus(client.status(), "starting the embedded daemon");
+  if (!client.ok()) return ToAbsl(client.status(), "starting the embedded daemon");
 
   Proposal proposal;
   proposal.kernel_hash = absl::StrCat("demo:", spec.name);
@@ -57,7 +57,7 @@ absl::Status RunThroughDaemon(const plan::Plan& plan, const jit::KernelSpec& spe
   std::string agreed_hash;
   for (int rank = 0; rank < world; ++rank) {
     Result<AgreedPlan> agreed = ranks[rank].get();
-    if (!agreed.ok()) return ToAbslStatus(agreed.status(), absl::StrCat("rank ", rank));
+    if (!agreed.ok()) return ToAbsl(agreed.status(), absl::StrCat("rank ", rank));
     if (rank == 0) agreed_hash = agreed->plan_hash;
     if (agreed->plan_hash != agreed_hash) {
       return absl::InternalError(absl::StrCat("rank ", rank, " agreed on ", agreed->plan_hash,
@@ -79,7 +79,7 @@ absl::Status RunThroughDaemon(const plan::Plan& plan, const jit::KernelSpec& spe
   request.arch = arch;
   const Clock::time_point compile_start = Clock::now();
   Result<CompiledKernel> compiled = client->Compile(request);
-  if (!compiled.ok()) return ToAbslStatus(compiled.status(), "the daemon's compile");
+  if (!compiled.ok()) return ToAbsl(compiled.status(), "the daemon's compile");
   std::printf("  daemon compile by plan hash: %zu-byte %s, key %.16s, %s, %.1f ms\n",
               compiled->binary.size(), compiled->is_ptx ? "PTX" : "cubin",
               compiled->cache_key.c_str(),

@@ -16,16 +16,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/status_macros.h"
-#include "ops/status_convert.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/node_rendezvous.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "runtime/cuda/workloads/workloads.h"
 #include "syncopate/ops.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate::ops::gpu_test {
 
-#define OPS_RETURN_IF_ERROR(expr) RETURN_IF_ERROR(::syncopate::ops::ToAbsl(expr))
+#define OPS_RETURN_IF_ERROR(expr) RETURN_IF_ERROR(::syncopate::ToAbsl(expr))
 
 constexpr int64_t kMaxM = 2048, kN = 256;
 

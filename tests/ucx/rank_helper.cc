@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::D
   }
 #ifdef SYNCOPATE_HAVE_DAEMON_BOOTSTRAP
   Result<Client> client = Client::Connect(f.daemon);
-  if (!client.ok()) return ToAbslStatus(client.status());
+  if (!client.ok()) return ToAbsl(client.status());
   JoinOptions join;
   join.job_id = f.job;
   join.world_size = f.world;
@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> MakeBootstrap(const Flags& f, absl::D
   join.leader_address = f.leader;
   join.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
   Result<Group> group = client->Join(join);
-  if (!group.ok()) return ToAbslStatus(group.status());
+  if (!group.ok()) return ToAbsl(group.status());
   Say("GROUP " + group->group_id);
   return std::unique_ptr<Bootstrap>(
       std::make_unique<DaemonBootstrap>(std::move(*client), std::move(*group)));
@@ -200,7 +200,7 @@ absl::StatusOr<plan::Plan> AgreeThroughDaemons(const DaemonBootstrap& bootstrap,
   proposal.template_spec = spec;
   Result<AgreedPlan> agreed = bootstrap.client().Agree(
       bootstrap.group(), proposal, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-  if (!agreed.ok()) return ToAbslStatus(agreed.status());
+  if (!agreed.ok()) return ToAbsl(agreed.status());
   v1::Plan wire;
   if (!wire.ParseFromString(agreed->plan)) return absl::InternalError("agreed plan does not parse");
   return plan_io::FromProto(wire);
