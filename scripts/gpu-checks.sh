@@ -17,15 +17,17 @@ cd "$(dirname "$0")/.."
 source scripts/gpu-modes.sh
 export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 failed=()
+passed=()
 step() {  # step NAME COMMAND...: runs it, logs to $out/NAME.log, keeps going
   local name=$1; shift
   echo "== $name: $*"
-  local run=(timeout "${STEP_TIMEOUT:-300}")
+  local run=(timeout "${STEP_TIMEOUT:-300}") started=$SECONDS
   if declare -F "$1" >/dev/null; then run=(); fi  # a function applies the timeout itself
   if "${run[@]}" "$@" >"$out/$name.log" 2>&1; then
-    tail -n 2 "$out/$name.log"
+    tail -n 2 "$out/$name.log"; passed+=("$name ($((SECONDS - started)) s)")
   else
-    echo "   FAILED (exit $?); last lines:"; tail -n 25 "$out/$name.log"; failed+=("$name")
+    echo "   FAILED (exit $?) after $((SECONDS - started)) s; last lines:"
+    tail -n 25 "$out/$name.log"; failed+=("$name ($((SECONDS - started)) s)")
   fi
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -92,5 +94,7 @@ if [[ -z ${SKIP_BENCH:-} ]]; then
   step gpu_overlap_bench "$bin/gpu_overlap_bench"
   step inter_node_bench "$bin/inter_node_bench"
 fi
+# One line each at the end, where a truncated output keeps them.
+echo "passed: ${passed[*]:-none}"
 if ((${#failed[@]})); then echo "failed: ${failed[*]}"; exit 1; fi
 echo "all GPU checks passed"
