@@ -314,8 +314,9 @@ class Group {
   uint32_t epoch_ = 0;              // epoch of the last launch issued
   uint32_t synced_epoch_ = 0;
   bool single_node_ = true;
-  // A device-epoch launch went into a graph the caller replays: the host no longer knows the
-  // device's epoch count, so host-epoch launches are refused from then on.
+  // A launch went into a graph the caller replays: the host no longer knows the device's epoch
+  // count, so every later launch takes the device epoch (DeviceEpoch), and CaptureGraph() of a
+  // copy-engine launch is refused.
   bool epoch_uncounted_ = false;
   bool broken_ = false;
   absl::Status broken_cause_;  // why broken_ was set (the first failure)
