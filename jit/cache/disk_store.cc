@@ -384,7 +384,7 @@ absl::Status DiskStore::Put(const std::string& key, const nvrtc::CompiledKernel&
   }
   approx_bytes_ += data.size();
   if (budget_bytes_ > 0 && approx_bytes_.load() > budget_bytes_) {
-    RETURN_IF_ERROR(GarbageCollect(budget_bytes_, key).status());
+    RETURN_IF_ERROR(GarbageCollect(budget_bytes_ / 100 * kGcLowWatermarkPercent, key).status());
   }
   return absl::OkStatus();
 }

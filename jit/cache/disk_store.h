@@ -45,6 +45,9 @@ absl::StatusOr<nvrtc::CompiledKernel> DecodeEntry(const std::string& key, absl::
 
 class DiskStore {
  public:
+  // Where a Put that went over the budget evicts down to, in percent of the budget.
+  static constexpr uint64_t kGcLowWatermarkPercent = 90;
+
   struct EntryInfo {
     std::string key;
     std::string path;
@@ -78,8 +81,10 @@ class DiskStore {
   // A hit bumps the entry's mtime.
   absl::StatusOr<nvrtc::CompiledKernel> Get(const std::string& key);
 
-  // Writes the entry atomically (replacing any existing one), then evicts old entries if the
-  // store is over budget (never the entry just written).
+  // Writes the entry atomically (replacing any existing one), then, if the store is over budget,
+  // evicts old entries down to kGcLowWatermarkPercent of it (never the entry just written): a
+  // full cache then takes a tenth of its budget in new entries before the next scan of every
+  // entry, instead of scanning on every write.
   absl::Status Put(const std::string& key, const nvrtc::CompiledKernel& kernel);
 
   absl::Status Remove(const std::string& key);

@@ -167,6 +167,25 @@ TEST(DiskStoreTest, PutEnforcesBudget) {
   EXPECT_GE(store->evictions(), 5u);
 }
 
+// Going over budget evicts down to the low watermark, so the writes right after it do not scan
+// the whole cache again (each scan reads every entry's header).
+TEST(DiskStoreTest, AFullStoreEvictsToItsLowWatermark) {
+  ScratchDir dir;
+  const uint64_t entry_size = EncodeEntry(Key(0), FakeKernel("0", 10000)).size();
+  auto store = *DiskStore::Open(dir.path(), 10 * entry_size);
+  for (int i = 0; i < 11; ++i) {  // the 11th goes over the budget of 10
+    ASSERT_TRUE(store->Put(Key(i), FakeKernel(std::to_string(i), 10000)).ok());
+    SetMtime(store->EntryPath(Key(i)), 1000 - i);
+  }
+  EXPECT_LE(store->approx_bytes(), 10 * entry_size / 100 * DiskStore::kGcLowWatermarkPercent);
+  const uint64_t evicted = store->evictions();
+  EXPECT_GE(evicted, 2u);  // 11 entries down to under 9 entries' bytes
+  ASSERT_TRUE(store->Put(Key(11), FakeKernel("11", 10000)).ok());  // within the budget again
+  EXPECT_EQ(store->evictions(), evicted);
+  EXPECT_TRUE(store->Get(Key(10)).ok());
+  EXPECT_TRUE(store->Get(Key(11)).ok());
+}
+
 TEST(DiskStoreTest, ReopenCountsExistingBytes) {
   ScratchDir dir;
   {
