@@ -197,6 +197,9 @@ class Group {
   bool broken() const { return broken_; }
   // Launches issued by the host (a caller's graph replays are not counted).
   uint32_t epoch() const { return epoch_; }
+  // The epoch after `e`. 0 is never one: words start at 0, and a device-counted copy-engine
+  // launch's zeroed gates mean "not released" (the kernel's EnterLaunch skips it too).
+  static uint32_t NextEpoch(uint32_t e) { return e + 1 == 0 ? 1 : e + 1; }
   // Whether `launch` takes its epoch on the device: SM and direct launches of a one-node group
   // always; copy-engine ones once a launch went into a caller's graph (the host lost count).
   bool DeviceEpoch(const KernelLaunch& launch) const {

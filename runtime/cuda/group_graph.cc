@@ -67,7 +67,7 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
         "LaunchGraph::Replay on a stream being captured: launch the fused kernel itself "
         "(OverlapRuntime::Launch) inside the caller's capture instead");
   }
-  const uint32_t epoch = g.epoch_ + 1;
+  const uint32_t epoch = Group::NextEpoch(g.epoch_);
   FusedLaunchArgs args = g.MakeArgs(launch_, epoch, timeouts_, device_epoch_);
   void* params[] = {&args};
   if (launch_.backend == Backend::kCopyEngine && !device_epoch_) {

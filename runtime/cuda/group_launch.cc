@@ -248,7 +248,7 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return IssueCaptured(launch, stream, timeouts);
   const bool device_epoch = DeviceEpoch(launch);
   if (device_epoch) RETURN_IF_ERROR(CheckDeviceCountable(launch));  // refused, not broken
-  const uint32_t epoch = epoch_ + 1;
+  const uint32_t epoch = NextEpoch(epoch_);
   // Part of a failed launch may be queued: this rank is out of step.
   if (absl::Status issued = Issue(launch, stream, epoch, timeouts, {.device_epoch = device_epoch});
       !issued.ok()) {
@@ -271,8 +271,8 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
 absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
                                   const LaunchSettings& timeouts) {
   RETURN_IF_ERROR(CheckDeviceCountable(launch));
-  if (absl::Status issued =
-          Issue(launch, stream, epoch_ + 1, timeouts, {.device_epoch = true, .capturing = true});
+  if (absl::Status issued = Issue(launch, stream, NextEpoch(epoch_), timeouts,
+                                  {.device_epoch = true, .capturing = true});
       !issued.ok()) {
     return Break(issued);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "runtime/cuda/launch_waits.h"
 #include "spdlog/spdlog.h"
 
 namespace syncopate::cuda {
@@ -43,6 +44,7 @@ absl::StatusOr<std::unique_ptr<InterNodeKernel>> InterNodeKernel::Create(
   ASSIGN_OR_RETURN(k->launch_start_, Event::Create(group.api()));
   ASSIGN_OR_RETURN(k->epoch_done_, PinnedHostBuffer::Allocate(group.api(), sizeof(uint32_t)));
   k->StoreEpochDone(group.epoch());
+  k->executor_epoch_ = group.epoch();
   RETURN_IF_ERROR(k->transport_->Connect(bootstrap, absl::Now() + options.connect_timeout));
   // Only now: a kernel that failed to be created must leave no word in `bound`'s launches.
   bound.AddProxyEpochWord(k->epoch_done_.device());
@@ -79,7 +81,10 @@ absl::Status InterNodeKernel::Launch(CUstream stream, const LaunchOptions& optio
   RETURN_IF_ERROR(launch_start_.Record(stream));
   RETURN_IF_ERROR(device_->BeginEpoch(launch_start_.get()));
   RETURN_IF_ERROR(runtime_.Launch(bound_, stream, options));
-  const uint64_t epoch = group.epoch();
+  // The executor's epochs only grow (it refuses one that does not): the group's 32-bit count,
+  // extended past its wraps. Every rank extends the same sequence alike.
+  executor_epoch_ = ExtendEpoch(executor_epoch_, group.epoch());
+  const uint64_t epoch = executor_epoch_;
   proxy_status_ = absl::OkStatus();
   proxy_ = std::thread([this, epoch] {
     proxy_status_ = executor_->Execute(epoch);

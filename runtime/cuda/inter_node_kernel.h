@@ -101,6 +101,7 @@ class InterNodeKernel {
   // the kernel's tail.
   PinnedHostBuffer epoch_done_;
   bool waits_registered_ = false;  // epoch_done_ is among bound_'s proxy epoch words
+  uint64_t executor_epoch_ = 0;    // the group's epoch extended to 64 bits (Launch)
   bool broken_ = false;
   std::thread proxy_;
   absl::Status proxy_status_;

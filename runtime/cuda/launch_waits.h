@@ -73,6 +73,12 @@ absl::StatusOr<LaunchWaits> BuildLaunchWaits(int rank, const CopyProgram* progra
 // kEpochLead): `epoch` or a little past it, never a word left behind.
 inline bool EpochReached(uint32_t seen, uint32_t epoch) { return seen - epoch < kEpochLead; }
 
+// `now`, a 32-bit epoch that came after `last` (its 64-bit extension), extended to 64 bits past
+// any wraps, for counters that must only grow (the inter-node executor's epochs).
+inline uint64_t ExtendEpoch(uint64_t last, uint32_t now) {
+  return last + static_cast<uint32_t>(now - static_cast<uint32_t>(last));
+}
+
 // Host-epoch copy-engine gates are awaited by cuStreamWaitValue32's cyclic GEQ, which reads a
 // gate released more than 2^31 launches ago as released (a bucket idle that long). The gates
 // [0, num_gates) whose last release (`released_at`, indexed by gate; missing entries count as

@@ -12,6 +12,7 @@
 #include "core/plan/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/group.h"
 
 namespace syncopate::cuda {
 namespace {
@@ -265,6 +266,21 @@ TEST(LaunchWaitsTest, AWordLeftBehindIsNeverReached) {
   }
   EXPECT_TRUE(EpochReached(0xffffffffu, 0xfffffff0u));  // across the wrap
   EXPECT_TRUE(EpochReached(3, 0xfffffffeu));
+}
+
+// Epochs never take the value 0 (zeroed words mean "not yet"), and the inter-node executor's
+// 64-bit epochs keep growing through the 32-bit count's wrap.
+TEST(LaunchWaitsTest, EpochsSkipZeroAndExtendPastTheWrap) {
+  EXPECT_EQ(Group::NextEpoch(5), 6u);
+  EXPECT_EQ(Group::NextEpoch(0xffffffffu), 1u);
+  uint64_t e = 0xfffffff0u;
+  e = ExtendEpoch(e, 0xfffffffeu);
+  EXPECT_EQ(e, 0xfffffffeull);
+  e = ExtendEpoch(e, 0xffffffffu);
+  e = ExtendEpoch(e, Group::NextEpoch(0xffffffffu));  // the group skips 0
+  EXPECT_EQ(e, 0x100000001ull);
+  e = ExtendEpoch(e, 2);
+  EXPECT_EQ(e, 0x100000002ull);
 }
 
 // Host-epoch gates released long ago are rewritten before a launch awaits them with GEQ; gates

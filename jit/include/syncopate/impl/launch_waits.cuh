@@ -69,7 +69,10 @@ SYNCOPATE_DEVICE void ReleaseAllGates(const FusedLaunchArgs& args, int tid, int 
 SYNCOPATE_DEVICE void EnterLaunch(const FusedLaunchArgs& args) {
   if (args.launch_epoch == nullptr) return;
   if (FlatThreadIdx() == 0) {
-    const unsigned e = LoadRelaxedSys(args.launch_epoch) + 1u;
+    // 0 is never an epoch (zeroed gates mean "not released"): the count skips it at the wrap,
+    // as the host's does (Group::NextEpoch).
+    unsigned e = LoadRelaxedSys(args.launch_epoch) + 1u;
+    if (e == 0u) e = 1u;
     detail::SharedLaunchEpoch() = e;
     const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
     if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
