@@ -88,7 +88,8 @@ absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_
 
 }  // namespace
 
-// One bucket: its path, its kernels and the bindings made so far (one per weight B seen).
+// One bucket: its path, its kernels and its binding (one for every weight B where the GEMM takes
+// B per launch, else one per weight B seen).
 struct Variant {
   PathChoice path;
   OpKernels kernels;
@@ -102,7 +103,11 @@ struct Variant {
   // C; the reductions: A): at M == bucket_m its layout is the workspace's, so a run points the
   // kernel at the caller's memory instead of copying (-1: always copy).
   int in_place_slot = -1;
-  std::map<CUdeviceptr, Bound> bindings;
+  // The GEMM's slot of the weight B, which only this rank reads: each launch passes the run's B
+  // there, so one binding serves every weight (-1: a binding per weight).
+  int weight_slot = -1;
+  std::map<CUdeviceptr, Bound> bindings;  // by B, or only under key 0 when weight_slot >= 0
+  CUdeviceptr BindingKey(CUdeviceptr b) const { return weight_slot >= 0 ? 0 : b; }
 };
 
 struct Op::Impl {
@@ -131,7 +136,8 @@ struct Op::Impl {
   absl::Status CheckCapturable(const Variant& v, CUdeviceptr b) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
-  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr in_place);
+  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
+                      CUdeviceptr in_place);
   CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
                       CUdeviceptr b) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
@@ -231,6 +237,10 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
   // runs would still be right, through the copies, so it costs speed, not the op.
   absl::StatusOr<int> slot = rt->LocalOperandSlot(*v.gemm, v.kernels.in_place_operand);
   v.in_place_slot = slot.ok() ? *slot : -1;
+  // A weight that moves (reloaded, synced, a temporary) would otherwise cost a binding, an
+  // allocation and a synchronous upload on its first run, kept forever.
+  absl::StatusOr<int> weight = rt->LocalOperandSlot(*v.gemm, "B");
+  v.weight_slot = weight.ok() ? *weight : -1;
   return absl::OkStatus();
 }
 
@@ -266,7 +276,7 @@ CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
 }
 
 absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) {
-  auto it = v.bindings.find(b);
+  auto it = v.bindings.find(v.BindingKey(b));
   if (it != v.bindings.end()) return &it->second;
   // A and C are bound to the workspace's: the caller's activations move between calls, weights
   // do not (a run at a bucket's own M passes its caller's A or C for that launch only: InPlace).
@@ -291,7 +301,7 @@ absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) 
   if (v.comm != nullptr) {
     ASSIGN_OR_RETURN(bound.comm, rt->Bind(*v.comm, operands));
   }
-  return &v.bindings.emplace(b, std::move(bound)).first->second;
+  return &v.bindings.emplace(v.BindingKey(b), std::move(bound)).first->second;
 }
 
 absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
@@ -306,19 +316,19 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
 }
 
 // A run captured in the caller's graph replays without us: its launches take their epoch on
-// the device (Group::Launch sees the capture), and its one-time work (the weight's binding, the
+// the device (Group::Launch sees the capture), and its one-time work (the bucket's binding, the
 // launch's setup) must have been done by a run before the capture.
 absl::Status Op::Impl::CheckCapturable(const Variant& v, CUdeviceptr b) const {
-  if (v.bindings.find(b) == v.bindings.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
-        " with this weight B; run it once before the capture (the binding's setup cannot be "
-        "captured)"));
+  if (v.bindings.find(v.BindingKey(b)) == v.bindings.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
+                     v.weight_slot >= 0 ? "" : " with this weight B",
+                     "; run it once before the capture (the binding's setup cannot be captured)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream,
+absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
                               CUdeviceptr in_place) {
   cuda::LaunchOptions options;
   options.backend = RuntimeBackend(v.path.backend);
@@ -326,6 +336,7 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   options.comm_ctas = config.comm_ctas;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
+  if (v.weight_slot >= 0) gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
   if (v.path.fused) {
     options.local_operands = gemm_operands;
     return rt->Launch(*bound.gemm, stream, options);
@@ -359,7 +370,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
       }
       ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
       const CUdeviceptr c_in_place = InPlace(v, args.m, args.c, args.m * c_row, args.b);
-      RETURN_IF_ERROR(Launch(v, *bound, stream, c_in_place));
+      RETURN_IF_ERROR(Launch(v, *bound, stream, args.b, c_in_place));
       if (c_in_place == 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
@@ -378,7 +389,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
             CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
       }
       ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
-      RETURN_IF_ERROR(Launch(v, *bound, stream, a_in_place));
+      RETURN_IF_ERROR(Launch(v, *bound, stream, args.b, a_in_place));
       if (config.kind == OpKind::kMatmulReduceScatter) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
         return absl::OkStatus();

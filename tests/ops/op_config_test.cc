@@ -234,7 +234,8 @@ absl::StatusOr<jit::GeneratedKernel> GenerateFused(const OpKernels& k) {
 }
 
 // Op::Run points the GEMM at the caller's own tensor at a bucket's M (AllGather: C; the
-// reductions: A) only through a slot no peer maps: a kernel parameter that is no plan buffer.
+// reductions: A), and at the run's weight B, only through slots no peer maps: kernel
+// parameters that are no plan buffer.
 // Were it one, the runtime would refuse the slot and every run would fall back to copying. The
 // fused kernel and the local one (the unfused path's GEMM) must give it the same slot.
 TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
@@ -256,13 +257,15 @@ TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
         EXPECT_EQ(k->in_place_operand, collective == Collective::kAllGather ? "C" : "A");
         absl::StatusOr<jit::GeneratedKernel> fused = GenerateFused(*k);
         ASSERT_TRUE(fused.ok()) << fused.status();
-        absl::StatusOr<int> slot =
-            jit::PerLaunchOperandSlot(fused->metadata.operands, k->in_place_operand);
-        ASSERT_TRUE(slot.ok()) << slot.status();
-        absl::StatusOr<int> local_slot =
-            jit::PerLaunchOperandSlot(jit::SpecOperandSlots(k->gemm_spec), k->in_place_operand);
-        ASSERT_TRUE(local_slot.ok()) << local_slot.status();
-        EXPECT_EQ(*slot, *local_slot);
+        // The weight B too: every run passes its own, so one binding serves every weight.
+        for (const std::string& operand : {k->in_place_operand, std::string("B")}) {
+          absl::StatusOr<int> slot = jit::PerLaunchOperandSlot(fused->metadata.operands, operand);
+          ASSERT_TRUE(slot.ok()) << slot.status();
+          absl::StatusOr<int> local_slot =
+              jit::PerLaunchOperandSlot(jit::SpecOperandSlots(k->gemm_spec), operand);
+          ASSERT_TRUE(local_slot.ok()) << local_slot.status();
+          EXPECT_EQ(*slot, *local_slot) << operand;
+        }
       }
     }
   }

@@ -188,7 +188,8 @@ absl::Status ExpectRefusal(const Status& got, const std::string& words, const st
 }
 
 // A capture before any run of the bucket is refused (FailedPrecondition naming why) on either
-// backend and leaves the op usable: not sticky; after the warm-up the same capture works.
+// backend and leaves the op usable: not sticky; after the warm-up the capture works, also with a
+// weight no run has used (the weight is passed per launch).
 TEST_F(OpsGpuTest, CaptureWithoutWarmUpIsRefusedAndTheOpStaysUsable) {
   const std::string job = workloads::UniqueGroupId("ops_capture_refused");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
@@ -209,7 +210,10 @@ TEST_F(OpsGpuTest, CaptureWithoutWarmUpIsRefusedAndTheOpStaysUsable) {
       OPS_RETURN_IF_ERROR(op->error());
       OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
       OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
-      OPS_RETURN_IF_ERROR(RunUnderCapture(*api, *op, args, stream.get()));  // discarded
+      ASSIGN_OR_RETURN(cuda::DeviceBuffer new_weight, cuda::DeviceBuffer::Allocate(*api, 1 << 20));
+      RunArgs with_new_weight = args;
+      with_new_weight.b = new_weight.get();
+      OPS_RETURN_IF_ERROR(RunUnderCapture(*api, *op, with_new_weight, stream.get()));  // discarded
       OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
       OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
     }

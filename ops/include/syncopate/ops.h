@@ -139,17 +139,18 @@ class Op {
   // Stream-ordered on `stream`: copies the inputs into the workspace where the kernel needs
   // them there (see InputWorkspace), launches, copies the output out. At a bucket's own M (no
   // padding) the GEMM uses the caller's memory in place where only this rank touches it (the
-  // AllGather's c, the reductions' a; 16-byte aligned), so those copies are skipped. Never
-  // allocates device memory except on the first run with a new `b` (binding a weight: warm up
-  // before capturing) and never waits on the host. Every rank must run the same sequence of Ms, in
-  // stream order (one stream, or streams joined by events).
+  // AllGather's c, the reductions' a; 16-byte aligned), so those copies are skipped. The weight
+  // `b` is read where it lies, a new pointer at any run (weights that are reloaded or synced
+  // cost nothing). Never allocates device memory except on the first run of each M bucket (its
+  // binding: warm up before capturing) and never waits on the host. Every rank must run the same
+  // sequence of Ms, in stream order (one stream, or streams joined by events).
   //
   // Capturable: a run on a stream being captured into the caller's CUDA graph is recorded, and
   // every replay of the graph is a new run (the kernels take their launch epoch on the device),
   // as long as every rank replays the same graphs in the same order. Either backend (the copy
   // engine's side streams are forked and joined inside the capture, and copy their epoch from
-  // words the kernel writes). Needs a run of the same bucket and `b` before the capture (the
-  // warm-up does the one-time setup); else FailedPrecondition, and the op stays usable. The op
+  // words the kernel writes). Needs a run of the same bucket before the capture (the warm-up
+  // does the one-time setup); else FailedPrecondition, and the op stays usable. The op
   // and its workspace must outlive the graph. Runs outside graphs and replays may be mixed
   // freely.
   Status Run(const RunArgs& args, CUstream stream);

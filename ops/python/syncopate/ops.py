@@ -351,7 +351,7 @@ class _Op:
     def run(self, a, b, out, a_gathered=None, stream=None):
         """Runs the op on `stream` (None: the current torch stream for torch tensors, else the
         legacy default stream). Stream-ordered: returns before the GPU finishes. Capturable in
-        torch.cuda.graph after one run of the same M bucket and weight outside the capture
+        torch.cuda.graph after one run of the same M bucket outside the capture
         (syncopate/ops.h, Op::Run); the tensors' memory must outlive the graph."""
         handle = self._live()
         a_info = tensor_info(a, "a")

@@ -517,7 +517,7 @@ def capture_and_replay(ctx, kind, label, op, M):
     out = torch.empty(shape, dtype=torch.bfloat16, device="cuda")
     graph, outcome = torch.cuda.CUDAGraph(), "captured"
     try:
-        op.run(a, w, out)  # warm up: a run's first use of a weight allocates
+        op.run(a, w, out)  # warm up: a bucket's first run binds its kernels
         op.synchronize()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "the CUDA graph is empty" after a refusal
