@@ -1,6 +1,7 @@
 // Kernel cache with single flight; see kernel_cache.h.
 #include "jit/cache/kernel_cache.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 #include <vector>
@@ -181,8 +182,7 @@ absl::StatusOr<KernelCache::Result> KernelCache::Lead(const std::string& hex,
     if (result.ok()) {
       stats_.memory_evictions += memory_.Put(hex, *result);
     } else if (!IsTransient(result.status())) {
-      failures_[hex] =
-          Failure{result.status(), std::chrono::steady_clock::now() + options_.failure_ttl};
+      RememberFailure(hex, result.status());
     }
     in_flight_.erase(hex);
     joined.swap(flight->joined);
@@ -291,9 +291,22 @@ absl::StatusOr<std::shared_ptr<const nvrtc::CompiledKernel>> KernelCache::Fetch(
   return std::make_shared<const nvrtc::CompiledKernel>(*std::move(compiled));
 }
 
+void KernelCache::RememberFailure(const std::string& hex, const absl::Status& status) {
+  const auto now = std::chrono::steady_clock::now();
+  absl::erase_if(failures_, [now](const auto& entry) { return entry.second.expires <= now; });
+  if (failures_.size() >= kMaxRememberedFailures && !failures_.contains(hex)) {
+    auto soonest = std::min_element(
+        failures_.begin(), failures_.end(),
+        [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+    failures_.erase(soonest);
+  }
+  failures_[hex] = Failure{status, now + options_.failure_ttl};
+}
+
 CacheStats KernelCache::Stats() const {
   absl::MutexLock lock(&mu_);
   CacheStats stats = stats_;
+  stats.remembered_failures = failures_.size();
   stats.memory_bytes = memory_.bytes();
   stats.memory_entries = memory_.size();
   if (disk_ != nullptr) {

@@ -62,6 +62,7 @@ struct CacheStats {
   uint64_t memory_entries = 0;
   uint64_t disk_bytes = 0;  // this process's estimate (see disk_store.h)
   uint64_t disk_entries = 0;
+  uint64_t remembered_failures = 0;  // failed keys remembered now (at most kMaxRememberedFailures)
 };
 
 class KernelCache {
@@ -165,6 +166,13 @@ class KernelCache {
   mutable absl::Mutex mu_;
   MemoryLru memory_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Expired entries are dropped when a failure is added, and the table holds at most
+  // kMaxRememberedFailures (the soonest to expire goes first): a key that fails once and is never
+  // asked for again (every edit of a broken kernel is a new key) must not stay for the process's
+  // life.
+  static constexpr size_t kMaxRememberedFailures = 1024;
+  void RememberFailure(const std::string& hex, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<std::string, Failure> failures_ ABSL_GUARDED_BY(mu_);
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -236,6 +236,33 @@ TEST(KernelCacheTest, FailureTtlExpires) {
   EXPECT_EQ(calls, 2);
 }
 
+// Keys that failed once and are never asked for again do not stay: expired ones go when a
+// failure is added, and the table is capped.
+TEST(KernelCacheTest, RememberedFailuresAreBounded) {
+  auto failing = []() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    return absl::InvalidArgumentError("nope");
+  };
+  auto expiring = *KernelCache::Open({.failure_ttl = std::chrono::seconds(0), .memory_only = true});
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_FALSE(expiring->GetOrCompile(Key("bad" + std::to_string(i)), failing).ok());
+  }
+  EXPECT_LE(expiring->Stats().remembered_failures, 1u);
+
+  auto lasting = *KernelCache::Open({.failure_ttl = std::chrono::hours(1), .memory_only = true});
+  for (int i = 0; i < 1100; ++i) {
+    EXPECT_FALSE(lasting->GetOrCompile(Key("bad" + std::to_string(i)), failing).ok());
+  }
+  EXPECT_EQ(lasting->Stats().remembered_failures, 1024u);
+  // The newest is still remembered: asked again, it is not compiled again.
+  int calls = 0;
+  auto counted = [&calls]() -> absl::StatusOr<nvrtc::CompiledKernel> {
+    ++calls;
+    return absl::InvalidArgumentError("nope");
+  };
+  EXPECT_FALSE(lasting->GetOrCompile(Key("bad1099"), counted).ok());
+  EXPECT_EQ(calls, 0);
+}
+
 TEST(KernelCacheTest, TransientFailureIsNotRemembered) {
   ScratchDir dir;
   auto cache = OpenCache(dir.path());
