@@ -389,6 +389,16 @@ absl::Status DiskStore::Put(const std::string& key, const nvrtc::CompiledKernel&
   return absl::OkStatus();
 }
 
+absl::Status DiskStore::Touch(const std::string& key) {
+  if (!IsValidKeyHex(key))
+    return absl::InvalidArgumentError(absl::StrCat("bad cache key '", key, "'"));
+  const std::string path = EntryPath(key);
+  if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot mark '", path, "' used"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DiskStore::Remove(const std::string& key) {
   if (!IsValidKeyHex(key))
     return absl::InvalidArgumentError(absl::StrCat("bad cache key '", key, "'"));

@@ -88,6 +88,8 @@ class DiskStore {
   absl::Status Put(const std::string& key, const nvrtc::CompiledKernel& kernel);
 
   absl::Status Remove(const std::string& key);
+  // Marks the entry used now (its mtime), as a hit does; NotFound when there is none.
+  absl::Status Touch(const std::string& key);
 
   // Every entry file, oldest first.
   absl::StatusOr<std::vector<EntryInfo>> List() const;

@@ -96,7 +96,16 @@ KernelCache::Lookup KernelCache::Find(const std::string& hex,
   absl::MutexLock lock(&mu_);
   if (MemoryLru::Value hit = memory_.Get(hex)) {
     ++stats_.memory_hits;
-    lookup.done = Result{std::move(hit), Source::kMemory, std::chrono::steady_clock::now() - start};
+    const auto now = std::chrono::steady_clock::now();
+    lookup.done = Result{std::move(hit), Source::kMemory, now - start};
+    if (disk_ != nullptr) {
+      if (disk_touched_.size() > 4 * memory_.size() + 64) disk_touched_.clear();
+      auto [touched, first] = disk_touched_.try_emplace(hex, now);
+      if (first || now - touched->second >= options_.disk_touch_interval) {
+        touched->second = now;
+        lookup.touch_disk = true;
+      }
+    }
     return lookup;
   }
   if (auto it = failures_.find(hex); it != failures_.end()) {
@@ -127,6 +136,7 @@ absl::StatusOr<KernelCache::Result> KernelCache::GetOrCompile(const CacheKey& ke
   const std::string& hex = key.hex();
   for (;;) {
     Lookup lookup = Find(hex, start, nullptr);
+    if (lookup.touch_disk) (void)disk_->Touch(hex);  // best effort: recency only
     if (lookup.done.has_value()) return *std::move(lookup.done);
     if (lookup.leader) return Lead(hex, std::move(lookup.flight), compile, fetch, deadline, start);
     InFlight& flight = *lookup.flight;
@@ -155,6 +165,7 @@ std::optional<absl::StatusOr<KernelCache::Result>> KernelCache::GetOrCompileUnle
     JoinedFn joined) {
   const auto start = std::chrono::steady_clock::now();
   Lookup lookup = Find(key.hex(), start, &joined);
+  if (lookup.touch_disk) (void)disk_->Touch(key.hex());  // best effort: recency only
   if (lookup.done.has_value()) return std::move(lookup.done);
   if (!lookup.leader) return std::nullopt;
   return Lead(key.hex(), std::move(lookup.flight), compile, fetch, deadline, start);

@@ -73,6 +73,10 @@ class KernelCache {
     uint64_t disk_budget_bytes = 4ull << 30;  // 0: unlimited
     std::chrono::steady_clock::duration failure_ttl = std::chrono::seconds(30);
     bool memory_only = false;
+    // A kernel served from memory also marks its disk entry used, at most this often: the disk
+    // evicts least recently used first, and a kernel a daemon serves all day from memory would
+    // otherwise look unused there and go first.
+    std::chrono::steady_clock::duration disk_touch_interval = std::chrono::hours(1);
   };
 
   enum class Source { kMemory, kDisk, kCompiled, kFetched };
@@ -151,6 +155,7 @@ class KernelCache {
   // leads, or the flight it may join. Adds `joined` to a flight it finds when given.
   struct Lookup {
     std::optional<absl::StatusOr<Result>> done;
+    bool touch_disk = false;  // a memory hit whose disk entry is due to be marked used
     std::shared_ptr<InFlight> flight;
     bool leader = false;
   };
@@ -174,6 +179,10 @@ class KernelCache {
   void RememberFailure(const std::string& hex, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_map<std::string, Failure> failures_ ABSL_GUARDED_BY(mu_);
+  // When each memory hit last marked its disk entry used (cleared when it grows past the memory
+  // LRU's entry count several times over: a forgotten key is only touched once more).
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> disk_touched_
+      ABSL_GUARDED_BY(mu_);
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

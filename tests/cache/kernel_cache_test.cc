@@ -4,6 +4,7 @@
 #include "jit/cache/kernel_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,6 +262,38 @@ TEST(KernelCacheTest, RememberedFailuresAreBounded) {
   };
   EXPECT_FALSE(lasting->GetOrCompile(Key("bad1099"), counted).ok());
   EXPECT_EQ(calls, 0);
+}
+
+// A kernel served from memory marks its disk entry used (at most once per interval), so the
+// disk, which evicts the least recently used first, does not take it for unused.
+TEST(KernelCacheTest, MemoryHitsMarkTheDiskEntryUsed) {
+  ScratchDir dir;
+  auto mtime_of = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_mtime;
+  };
+  auto age = [](const std::string& path) {
+    const struct timespec old[2] = {{1000, 0}, {1000, 0}};  // 1970
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), old, 0), 0) << path;
+  };
+  auto compile = []() -> absl::StatusOr<nvrtc::CompiledKernel> { return FakeKernel("k"); };
+  auto cache = *KernelCache::Open({.dir = dir.path()});  // touches at most hourly
+  ASSERT_TRUE(cache->GetOrCompile(Key("k"), compile).ok());
+  const std::string path = cache->disk()->EntryPath(Key("k").hex());
+  age(path);
+  ASSERT_EQ(cache->GetOrCompile(Key("k"), compile)->source, KernelCache::Source::kMemory);
+  EXPECT_GT(mtime_of(path), 1000);  // the first memory hit marks it
+  age(path);
+  ASSERT_TRUE(cache->GetOrCompile(Key("k"), compile).ok());
+  EXPECT_EQ(mtime_of(path), 1000);  // not again within the hour
+
+  auto eager = *KernelCache::Open(
+      {.dir = dir.path(), .disk_touch_interval = std::chrono::steady_clock::duration::zero()});
+  ASSERT_TRUE(eager->GetOrCompile(Key("k"), compile).ok());  // from disk: a disk hit marks it
+  age(path);
+  ASSERT_EQ(eager->GetOrCompile(Key("k"), compile)->source, KernelCache::Source::kMemory);
+  EXPECT_GT(mtime_of(path), 1000);
 }
 
 TEST(KernelCacheTest, TransientFailureIsNotRemembered) {
