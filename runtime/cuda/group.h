@@ -279,6 +279,10 @@ class Group {
   // goes through a stream.
   absl::Status WithAbsentPeers(const absl::Status& timed_out, uint32_t epoch);
   CUdeviceptr HostWordDevice(size_t offset) const { return watch_.WordDevice(offset); }
+  // Copy-engine gate word `g` (host-mapped), as the device and the side streams address it.
+  CUdeviceptr GateWord(int g) const {
+    return HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g);
+  }
   CUdeviceptr EnteredWord(int owner, int about) const {
     return control_->peer(owner) + kEnteredOffset + sizeof(uint32_t) * about;
   }

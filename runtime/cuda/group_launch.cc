@@ -35,7 +35,7 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
                           : reinterpret_cast<const LaunchWaitOp*>(launch.launch_waits->get());
   args.num_launch_waits = launch.num_launch_waits;
   args.num_control_ctas = launch.num_control_ctas;
-  args.gate_words = reinterpret_cast<syncopate_u32*>(HostWordDevice(offsetof(HostWords, gates)));
+  args.gate_words = reinterpret_cast<syncopate_u32*>(GateWord(0));
   args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
   args.tile_counter =
@@ -128,9 +128,8 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
     // operation made for host-mapped words, capturable; the kernel after them is stream-ordered,
     // so no barrier.
     for (int g = 0; g < launch.num_gates; ++g) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
-          stream, HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g), 0,
-          CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, GateWord(g), 0,
+                                                  CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
     }
   }
   if (copy_engine && !device_epoch && !mode.capturing) {
@@ -159,10 +158,7 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   // above or by the host).
   if (copy_engine) {
     const CopyStepWords words{
-        .gate =
-            [this](int g) {
-              return HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g);
-            },
+        .gate = [this](int g) { return GateWord(g); },
         .signal = [this](int owner, int index) { return SignalWord(owner, index); },
         .drained = [this](int owner, int about) { return DrainedWord(owner, about); },
         .fence_scratch = HostWordDevice(offsetof(HostWords, fence_scratch))};
@@ -183,9 +179,8 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
 absl::Status Group::RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch) {
   const DriverApi& api = context_.api();
   for (int g : StaleGates(gate_epochs_, launch.num_gates, epoch)) {
-    CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(
-        stream, HostWordDevice(offsetof(HostWords, gates) + sizeof(uint32_t) * g), epoch - 1,
-        CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+    CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, GateWord(g), epoch - 1,
+                                                CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
   }
   if (static_cast<int>(gate_epochs_.size()) < launch.num_gates)
     gate_epochs_.resize(launch.num_gates);
