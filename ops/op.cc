@@ -88,8 +88,8 @@ absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_
 
 }  // namespace
 
-// One bucket: its path, its kernels and its binding (one for every weight B where the GEMM takes
-// B per launch, else one per weight B seen).
+// One bucket: its path, its kernels and its binding (made by the bucket's first run; the weight
+// B is passed per launch, so it serves every weight).
 struct Variant {
   PathChoice path;
   OpKernels kernels;
@@ -104,10 +104,9 @@ struct Variant {
   // kernel at the caller's memory instead of copying (-1: always copy).
   int in_place_slot = -1;
   // The GEMM's slot of the weight B, which only this rank reads: each launch passes the run's B
-  // there, so one binding serves every weight (-1: a binding per weight).
+  // there.
   int weight_slot = -1;
-  std::map<CUdeviceptr, Bound> bindings;  // by B, or only under key 0 when weight_slot >= 0
-  CUdeviceptr BindingKey(CUdeviceptr b) const { return weight_slot >= 0 ? 0 : b; }
+  std::optional<Bound> binding;
 };
 
 struct Op::Impl {
@@ -133,7 +132,7 @@ struct Op::Impl {
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
-  absl::Status CheckCapturable(const Variant& v, CUdeviceptr b) const;
+  absl::Status CheckCapturable(const Variant& v) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
@@ -238,9 +237,11 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
   absl::StatusOr<int> slot = rt->LocalOperandSlot(*v.gemm, v.kernels.in_place_operand);
   v.in_place_slot = slot.ok() ? *slot : -1;
   // A weight that moves (reloaded, synced, a temporary) would otherwise cost a binding, an
-  // allocation and a synchronous upload on its first run, kept forever.
+  // allocation and a synchronous upload on its first run, kept forever. Every op kernel takes B
+  // per launch (op_config_test checks every shape it builds).
   absl::StatusOr<int> weight = rt->LocalOperandSlot(*v.gemm, "B");
-  v.weight_slot = weight.ok() ? *weight : -1;
+  if (!weight.ok()) return absl::InternalError(weight.status().message());
+  v.weight_slot = *weight;
   return absl::OkStatus();
 }
 
@@ -276,10 +277,9 @@ CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
 }
 
 absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) {
-  auto it = v.bindings.find(v.BindingKey(b));
-  if (it != v.bindings.end()) return &it->second;
-  // A and C are bound to the workspace's: the caller's activations move between calls, weights
-  // do not (a run at a bucket's own M passes its caller's A or C for that launch only: InPlace).
+  if (v.binding.has_value()) return &*v.binding;
+  // A and C are bound to the workspace's, B to the first run's weight; every launch passes its
+  // run's B, and at a bucket's own M its caller's A or C, for that launch only (Launch, InPlace).
   std::map<std::string, CUdeviceptr> operands = {{"B", b}};
   switch (config.kind) {
     case OpKind::kAllGatherMatmul:
@@ -301,7 +301,7 @@ absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) 
   if (v.comm != nullptr) {
     ASSIGN_OR_RETURN(bound.comm, rt->Bind(*v.comm, operands));
   }
-  return &v.bindings.emplace(v.BindingKey(b), std::move(bound)).first->second;
+  return &v.binding.emplace(std::move(bound));
 }
 
 absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
@@ -318,11 +318,10 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
 // A run captured in the caller's graph replays without us: its launches take their epoch on
 // the device (Group::Launch sees the capture), and its one-time work (the bucket's binding, the
 // launch's setup) must have been done by a run before the capture.
-absl::Status Op::Impl::CheckCapturable(const Variant& v, CUdeviceptr b) const {
-  if (v.bindings.find(v.BindingKey(b)) == v.bindings.end()) {
+absl::Status Op::Impl::CheckCapturable(const Variant& v) const {
+  if (!v.binding.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
-                     v.weight_slot >= 0 ? "" : " with this weight B",
                      "; run it once before the capture (the binding's setup cannot be captured)"));
   }
   return absl::OkStatus();
@@ -336,7 +335,7 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   options.comm_ctas = config.comm_ctas;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
-  if (v.weight_slot >= 0) gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
+  gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
   if (v.path.fused) {
     options.local_operands = gemm_operands;
     return rt->Launch(*bound.gemm, stream, options);
@@ -356,7 +355,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   Variant& v = *variant;
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(v, args.b));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(v));
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
   const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank

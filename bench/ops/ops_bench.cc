@@ -7,7 +7,7 @@
 //     the goal is 10 us at M=128 with everything cached; --shard-in-workspace measures it with
 //     the AllGather's shard already in the op's workspace, as an engine writing it there would);
 //   - the GPU time of a replay of one run captured in a CUDA graph, against the direct run (the
-//     goal: within 2%); "-" where the op cannot be captured (the copy engine).
+//     goal: within 2%); "-" where the capture is refused.
 // Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
 // Python check reports the slowest); each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
