@@ -42,7 +42,7 @@ class LaunchWatch {
   // Sticky: the record is written once per group.
   absl::Status RecordedTimeout() const;
 
-  // A copy-engine launch with these gates is being issued (null: not a copy-engine launch).
+  // The launch Watch() will follow has these copy-engine gates (null: not a copy-engine launch).
   void Arm(WatchedGates gates) { gates_.Arm(std::move(gates)); }
   // A launch was issued on `stream` with device waits of `wait`: what Watch() waits for.
   absl::Status Issued(CUstream stream, absl::Duration wait);
