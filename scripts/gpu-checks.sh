@@ -38,6 +38,10 @@ if [[ -z ${SKIP_FULL:-} ]]; then
 fi
 if [[ -z ${SKIP_OPS:-} ]]; then
   for mode in ${OPS_MODES:-ts:8 mps:8}; do
+    # Time-sliced ranks take every launch in turns: fewer capture replays there (the test's
+    # default of 1,000 took 125 s at world 4 alone); concurrent (MPS) runs keep 1,000.
+    export SYNCOPATE_OPS_REPLAYS=1000
+    [[ $mode == ts:* ]] && SYNCOPATE_OPS_REPLAYS=${TS_REPLAYS:-150}
     step "ops_${mode/:/_}" in_mode "$mode" "$bin/ops_gpu_test"
   done
 fi

@@ -125,11 +125,12 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   if (step_epoch.source_gates != nullptr) {
     // The side streams wait for a nonzero gate: zero this launch's first (the last launch's
     // side streams have joined `stream`, so none still reads them). Stream writes, the
-    // operation made for host-mapped words, capturable; the kernel after them is stream-ordered,
-    // so no barrier.
+    // operation made for host-mapped words, capturable. With the default flag: CUDA 12's stream
+    // memory operations refuse CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER (CUDA_ERROR_INVALID_VALUE
+    // on an H100, driver 580), and the barrier costs nothing the kernel after them would not.
     for (int g = 0; g < launch.num_gates; ++g) {
-      CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, GateWord(g), 0,
-                                                  CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+      CU_RETURN_IF_ERROR(
+          api.cuStreamWriteValue32(stream, GateWord(g), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
     }
   }
   if (copy_engine && !device_epoch && !mode.capturing) {
@@ -179,8 +180,8 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
 absl::Status Group::RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch) {
   const DriverApi& api = context_.api();
   for (int g : StaleGates(gate_epochs_, launch.num_gates, epoch)) {
-    CU_RETURN_IF_ERROR(api.cuStreamWriteValue32(stream, GateWord(g), epoch - 1,
-                                                CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+    CU_RETURN_IF_ERROR(
+        api.cuStreamWriteValue32(stream, GateWord(g), epoch - 1, CU_STREAM_WRITE_VALUE_DEFAULT));
   }
   if (static_cast<int>(gate_epochs_.size()) < launch.num_gates)
     gate_epochs_.resize(launch.num_gates);

@@ -91,7 +91,7 @@ absl::Status SyncAndCheck(const cuda::DriverApi& api, std::vector<LoopOp>& ops,
 // Two ops (case `c` and the other kind, each its own group) captured into one graph: every
 // bucket's M, an M that pads, and a small M on the unfused path.
 absl::Status RunCapturedLoop(const Case& param, const std::string& job, int rank) {
-  constexpr int kReplays = 1000;
+  const int replays = CaptureReplays();
   Case c = param;
   c.m_buckets = {512, 1024, 2048};  // the graph holds a run of each, and of Ms that pad
   const std::vector<int64_t> ms = {2048, 1024, 1000, 512, int64_t{8} * c.world};
@@ -125,7 +125,7 @@ absl::Status RunCapturedLoop(const Case& param, const std::string& job, int rank
   RETURN_IF_ERROR(captured);
   CU_RETURN_IF_ERROR(ended);
   RETURN_IF_ERROR(graph.Instantiate());
-  for (int i = 0; i < kReplays; ++i) {
+  for (int i = 0; i < replays; ++i) {
     RETURN_IF_ERROR(Poison(*api, ops, stream.get()));
     CU_RETURN_IF_ERROR(api->cuGraphLaunch(graph.exec(), stream.get()));
     RETURN_IF_ERROR(SyncAndCheck(*api, ops, ms, stream.get(), absl::StrCat("replay ", i)));

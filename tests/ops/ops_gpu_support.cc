@@ -1,8 +1,11 @@
 // See ops_gpu_support.h.
 #include "tests/ops/ops_gpu_support.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/base/half_float.h"
@@ -26,6 +29,15 @@ std::vector<float> Matrix(uint64_t seed, int64_t rows, int64_t cols) {
 }
 
 // Exact for integers of magnitude <= 256 (all these tests produce).
+int CaptureReplays() {
+  const char* set = std::getenv("SYNCOPATE_OPS_REPLAYS");
+  int replays = 1000;
+  if (set != nullptr && !absl::SimpleAtoi(set, &replays)) {
+    ADD_FAILURE() << "SYNCOPATE_OPS_REPLAYS=" << set << " is not a number";
+  }
+  return std::max(replays, 1);
+}
+
 uint16_t ToBits(float v, DType dtype) {
   return dtype == DType::kBF16 ? FloatToBf16(v) : FloatToHalf(v);
 }
