@@ -2,8 +2,10 @@
 // process, so the test process stays free of CUDA state for its forked ranks).
 #pragma once
 
+#include <map>
 #include <string>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 
@@ -21,6 +23,29 @@ inline const std::string* NoGpuReason() {
   do {                                                                        \
     if (const std::string* why = ::syncopate::testing::NoGpuReason())         \
       GTEST_SKIP() << "no GPU: " << *why;                                     \
+  } while (0)
+
+// Empty when `world` ranks fit on the GPU at once, else why not: the MPS server's shared pool
+// of connections is exhausted (RanksFitOnGpu). Other failures are not reasons to skip: the test
+// runs and reports them itself. Probed once per world, in forked ranks.
+inline std::string RanksDoNotFitReason(int world) {
+  static auto* probed = new std::map<int, std::string>();
+  auto [it, inserted] = probed->emplace(world, "");
+  if (inserted) {
+    absl::Status fit = workloads::RanksFitOnGpu(world);
+    if (fit.code() == absl::StatusCode::kResourceExhausted) it->second = std::string(fit.message());
+  }
+  return it->second;
+}
+
+// Skips a test whose `world` ranks cannot all hold a context on the one GPU (MPS with many
+// connections per client): a limit of the one-GPU stand-in, where each rank of a real system
+// has a GPU of its own. Says so in the skip message.
+#define SYNCOPATE_REQUIRE_RANKS_FIT(world)                                                 \
+  do {                                                                                     \
+    if (std::string why = ::syncopate::testing::RanksDoNotFitReason(world); !why.empty())  \
+      GTEST_SKIP() << (world)                                                              \
+                   << " ranks do not fit on this GPU at once (one-GPU stand-in): " << why; \
   } while (0)
 
 }  // namespace syncopate::testing

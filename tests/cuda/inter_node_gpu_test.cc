@@ -89,6 +89,7 @@ class InterNodeFusedTest : public ::testing::TestWithParam<Backend> {};
 
 TEST_P(InterNodeFusedTest, AllGatherGemmOverTwoNodesMatchesReference) {
   SYNCOPATE_REQUIRE_GPU();
+  SYNCOPATE_REQUIRE_RANKS_FIT(kWorld);
   std::vector<absl::Status> results =
       RunTwoNodes(GetParam(), /*launches=*/4, /*dying_rank=*/-1, absl::Seconds(20));
   for (int r = 0; r < kWorld; ++r) {
@@ -108,6 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, InterNodeFusedTest,
 // then runs it with the proxy and checks every element.
 TEST(InterNodeFetchTest, RanksOfTwoNodesRunTheDaemonsBinary) {
   SYNCOPATE_REQUIRE_GPU();
+  SYNCOPATE_REQUIRE_RANKS_FIT(kWorld);
   testing::TempDir dir;
   const char* syncopated = std::getenv("SYNCOPATED");  // the bundle's daemon on the GPU machine
   testing::DaemonProcess daemon(syncopated != nullptr ? syncopated : SYNCOPATED_PATH, dir,
@@ -129,6 +131,7 @@ TEST(InterNodeFetchTest, RanksOfTwoNodesRunTheDaemonsBinary) {
 // one of them (the ones that waited for it directly; see FusedTimeoutTest for why not all).
 TEST(InterNodeFaultTest, DeadRankIsNamedWithinTheDeadline) {
   SYNCOPATE_REQUIRE_GPU();
+  SYNCOPATE_REQUIRE_RANKS_FIT(kWorld);
   const absl::Time start = absl::Now();
   std::vector<absl::Status> results =
       RunTwoNodes(Backend::kCopyEngine, /*launches=*/2, /*dying_rank=*/1, absl::Seconds(2));

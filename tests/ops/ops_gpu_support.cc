@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "core/base/half_float.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "tests/cuda/gpu_test_env.h"
 
 namespace syncopate::ops::gpu_test {
 
@@ -158,6 +159,7 @@ absl::StatusOr<std::unique_ptr<Op>> CreateOp(const Case& c, const std::string& j
 // Runs `body(c, job, rank)` on every rank of case `c` as forked processes; each must succeed.
 void ExpectEveryRankSucceeds(const Case& c, const std::string& prefix,
                              absl::Status (*body)(const Case&, const std::string&, int)) {
+  SYNCOPATE_REQUIRE_RANKS_FIT(c.world);
   const std::string job = workloads::UniqueGroupId(prefix);
   std::vector<absl::Status> results =
       workloads::RunRanks(c.world, absl::Minutes(6), [&](int rank) { return body(c, job, rank); });

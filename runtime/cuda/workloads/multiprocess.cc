@@ -3,20 +3,25 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <utility>
+#include <new>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/handles.h"
 
 namespace syncopate::workloads {
 namespace {
@@ -121,6 +126,46 @@ bool ProbeGpu(std::string* why) {
   });
   if (!s[0].ok() && why) *why = std::string(s[0].message());
   return s[0].ok();
+}
+
+absl::Status RanksFitOnGpu(int world) {
+  // Counters the forked ranks share (the mapping survives fork): contexts held, ranks failed.
+  struct Shared {
+    std::atomic<int> held{0};
+    std::atomic<int> failed{0};
+  };
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("mmap: ", std::strerror(errno)));
+  }
+  auto* shared = new (mem) Shared();
+  std::vector<absl::Status> results = RunRanks(world, absl::Seconds(60), [&](int) -> absl::Status {
+    absl::StatusOr<cuda::Context> context = cuda::Context::Retain(0);
+    if (!context.ok()) {
+      shared->failed.fetch_add(1);
+      return context.status();
+    }
+    shared->held.fetch_add(1);
+    // Hold it until every rank holds one (or one failed): the contexts must coexist.
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (shared->held.load() + shared->failed.load() < world) {
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError("the other ranks never created their contexts");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return absl::OkStatus();
+  });
+  shared->~Shared();
+  ::munmap(mem, sizeof(Shared));
+  for (int r = 0; r < world; ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(results[r].code(),
+                          absl::StrCat("rank ", r, " of ", world, ": ", results[r].message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DeferredChild> DeferredChild::Fork(std::function<int()> fn) {

@@ -27,6 +27,13 @@ std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
 // True when a forked child can load the driver and see a GPU; otherwise `why` says what failed.
 bool ProbeGpu(std::string* why);
 
+// Whether `world` forked ranks can each hold a context on GPU 0 at once: OK, or the first rank's
+// error. Under MPS the server's clients share one pool of hardware connections, each taking
+// CUDA_DEVICE_MAX_CONNECTIONS of them, so on one GPU fewer ranks fit as that grows (an H100 with
+// 32 connections hosts 3, not 4): the context creation then fails with ResourceExhausted. A
+// limit of the one-GPU stand-in for several GPUs, which tests skip with this message.
+absl::Status RanksFitOnGpu(int world);
+
 // A child forked now, before this process touches the CUDA driver, that runs `fn` later, on
 // request. A process cannot fork rank processes that use CUDA once it has initialised the driver
 // itself (their cuInit fails with CUDA_ERROR_NOT_INITIALIZED), and NVRTC 13 initialises it (it
