@@ -332,6 +332,7 @@ Result<DaemonStats> Client::Stats() const {
   s.rejected_calls = r.rejected_calls();
   s.rss_bytes = r.rss_bytes();
   s.draining = r.draining();
+  s.compile_calls_held = r.compile_calls_held();
   return s;
 }
 

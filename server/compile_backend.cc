@@ -20,8 +20,6 @@
 namespace syncopate::server {
 namespace {
 
-constexpr size_t kPreparedEntries = 256;  // keys are whole requests and pin kernels: bound them
-
 absl::Status Prefix(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
@@ -189,15 +187,33 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   FillLaunch(prepared->kernel.generated, prepared->launch);
 
   std::shared_ptr<const Prepared> result = std::move(prepared);
+  // Keys are whole requests (sources, plans) and entries pin sources and binaries: counted.
+  size_t bytes = fingerprint.size() + result->kernel.generated.source.size();
+  for (const auto& [name, text] : result->kernel.generated.headers) bytes += text.size();
   absl::MutexLock lock(&mu_);
-  if (prepared_.emplace(fingerprint, Memo{result, nullptr}).second) {
+  if (prepared_.emplace(fingerprint, MemoEntry{result, nullptr, bytes}).second) {
     prepared_order_.push_back(fingerprint);
+    prepared_bytes_ += bytes;
   }
-  while (prepared_order_.size() > kPreparedEntries) {
-    prepared_.erase(prepared_order_.front());
+  TrimMemoLocked();
+  return result;
+}
+
+void CompileBackend::TrimMemoLocked() {
+  while (!prepared_order_.empty() && (prepared_order_.size() > options_.memo_max_entries ||
+                                      prepared_bytes_ > options_.memo_max_bytes)) {
+    auto it = prepared_.find(prepared_order_.front());
+    if (it != prepared_.end()) {
+      prepared_bytes_ -= it->second.bytes;
+      prepared_.erase(it);
+    }
     prepared_order_.pop_front();
   }
-  return result;
+}
+
+CompileBackend::MemoStats CompileBackend::Memo() const {
+  absl::MutexLock lock(&mu_);
+  return MemoStats{.entries = prepared_.size(), .bytes = prepared_bytes_};
 }
 
 std::optional<CompileOutcome> CompileBackend::CompileIfServedBefore(
@@ -261,8 +277,13 @@ absl::StatusOr<CompileOutcome> CompileBackend::Conclude(
   }
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = prepared_.find(request_key); it != prepared_.end()) {
+    if (auto it = prepared_.find(request_key);
+        it != prepared_.end() && it->second.kernel == nullptr && result->kernel != nullptr) {
       it->second.kernel = result->kernel;
+      const size_t binary = result->kernel->binary.size() + result->kernel->log.size();
+      it->second.bytes += binary;
+      prepared_bytes_ += binary;
+      TrimMemoLocked();
     }
   }
   CompileOutcome outcome;

@@ -47,6 +47,15 @@ class CompileBackend {
     // Where requests by plan_hash find their plan, and where full plans are kept for later
     // requests by hash. nullptr: every request by hash is NOT_FOUND.
     PlanStore* plans = nullptr;
+    // Bounds of the memo of distinct requests (their checks' results, generated sources and
+    // binaries, which it keeps alive even after the kernel cache drops them): the oldest entries
+    // go once either is passed.
+    size_t memo_max_entries = 256;
+    size_t memo_max_bytes = size_t{256} << 20;
+  };
+  struct MemoStats {
+    size_t entries = 0;
+    size_t bytes = 0;  // request keys, generated sources, binaries
   };
 
   static absl::StatusOr<std::unique_ptr<CompileBackend>> Create(const Options& options);
@@ -76,6 +85,7 @@ class CompileBackend {
   std::optional<CompileOutcome> CompileIfServedBefore(const v1::CompileRequest& request);
 
   cache::CacheStats CacheStats() const { return cache_->Stats(); }
+  MemoStats Memo() const;
 
  private:
   // What the checks of one distinct request produced: repeated requests (every rank, every
@@ -84,9 +94,10 @@ class CompileBackend {
     jit::PreparedKernel kernel;
     v1::LaunchMetadata launch;
   };
-  struct Memo {
+  struct MemoEntry {
     std::shared_ptr<const Prepared> prepared;
     std::shared_ptr<const nvrtc::CompiledKernel> kernel;  // set once compiled or found
+    size_t bytes = 0;                                     // what it counts against the bound
   };
 
   CompileBackend(const Options& options, std::unique_ptr<cache::KernelCache> cache)
@@ -105,6 +116,8 @@ class CompileBackend {
   std::optional<absl::StatusOr<CompileOutcome>> Run(const v1::CompileRequest& request,
                                                     absl::Time deadline, Joined* joined,
                                                     std::string* joined_key);
+  // Drops the oldest memo entries while either bound is passed.
+  void TrimMemoLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The outcome of a cache lookup for `prepared`; remembers the kernel for the fast path.
   absl::StatusOr<CompileOutcome> Conclude(const std::string& request_key,
                                           const std::shared_ptr<const Prepared>& prepared,
@@ -114,9 +127,10 @@ class CompileBackend {
   const Options options_;
   std::unique_ptr<cache::KernelCache> cache_;
   jit::CompileSlots slots_;  // at most compile_threads NVRTC compiles at once
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Memo> prepared_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> prepared_order_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, MemoEntry> prepared_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> prepared_order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  size_t prepared_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncopate::server

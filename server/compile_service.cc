@@ -3,10 +3,11 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
@@ -104,6 +105,7 @@ void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileO
 
 void CompilerService::Run(std::shared_ptr<Call> call) {
   auto joined = [this, call](absl::StatusOr<CompileOutcome> outcome) {
+    TimerQueue::TimerId timer = 0;
     {
       absl::MutexLock lock(&call->mu);
       if (call->state == Call::State::kRunning) {  // the worker below has not returned yet
@@ -112,35 +114,36 @@ void CompilerService::Run(std::shared_ptr<Call> call) {
       }
       if (call->state == Call::State::kDone) return;  // the deadline came first
       call->state = Call::State::kDone;  // Resume may set it back to kRunning
+      timer = std::exchange(call->deadline_timer, 0);
     }
+    timers_.Cancel(timer);  // releases the timer's hold on the call now, not at the deadline
     Resume(call, std::move(outcome));
   };
   std::string key;
   std::optional<absl::StatusOr<CompileOutcome>> outcome =
       backend_->CompileUnlessInFlight(call->raw.request(), call->deadline, joined, &key);
   std::optional<absl::StatusOr<CompileOutcome>> early;
-  {
-    absl::MutexLock lock(&call->mu);
-    if (outcome.has_value()) {
-      call->state = Call::State::kDone;
-    } else if (call->early.has_value()) {
-      early = std::move(call->early);
-      call->early.reset();
-      call->state = Call::State::kDone;  // Resume may set it back to kRunning
-    } else {
-      call->state = Call::State::kJoined;
-    }
-  }
+  absl::ReleasableMutexLock lock(&call->mu);
   if (outcome.has_value()) {
+    call->state = Call::State::kDone;
+    lock.Release();
     Finish(*call, *std::move(outcome));
     return;
   }
-  if (early.has_value()) {
+  if (call->early.has_value()) {
+    early = std::move(call->early);
+    call->early.reset();
+    call->state = Call::State::kDone;  // Resume may set it back to kRunning
+    lock.Release();
     Resume(call, *std::move(early));
     return;
   }
-  // Joined: no thread waits for this request; its deadline is the timer's.
-  timers_.Schedule(call->deadline, [this, call, key] {
+  // Joined: no thread waits for this request; its deadline is the timer's. Scheduled under the
+  // call's lock, so the joined compile's answer (which takes that lock) always finds the timer
+  // to cancel. The timer queue's lock is taken inside ours, never the other way round: timer
+  // callbacks run without it.
+  call->state = Call::State::kJoined;
+  call->deadline_timer = timers_.Schedule(call->deadline, [this, call, key] {
     {
       absl::MutexLock lock(&call->mu);
       if (call->state != Call::State::kJoined) return;  // answered, or running again
@@ -170,7 +173,7 @@ grpc::ServerUnaryReactor* CompilerService::Compile(grpc::CallbackServerContext* 
     raw.Reply(Answer(raw.request(), std::move(*hit), "", raw.response()));
     return reactor;
   }
-  auto call = std::make_shared<Call>(std::move(raw));
+  auto call = std::make_shared<Call>(std::move(raw), env_->counters().compile_calls_held);
   call->peer = ctx->peer();
   call->deadline = env_->WaitDeadline(*ctx, call->raw.request().timeout_ms());
   const bool queued = workers_.Submit([this, call] { Run(call); });
@@ -221,6 +224,7 @@ void DaemonService::Fill(v1::StatsResponse* response) {
   response->set_rejected_calls(c.rejected_calls.load());
   response->set_rss_bytes(ResidentBytes());
   response->set_draining(env_->draining());
+  response->set_compile_calls_held(c.compile_calls_held.load());
   if (compiler_ != nullptr && compiler_->backend() != nullptr) {
     response->set_nvrtc_compiles(compiler_->backend()->CacheStats().compiles);
   }

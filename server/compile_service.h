@@ -20,8 +20,9 @@
 // Thread-safety: handlers run concurrently; state lives in ServiceEnv and CompileBackend.
 #pragma once
 
-#include <optional>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -60,7 +61,10 @@ class CompilerService final
   // timer, whichever comes first, finishes it or hands it back to a worker).
   struct Call {
     enum class State { kRunning, kJoined, kDone };
-    explicit Call(Raw r) : raw(std::move(r)) {}
+    Call(Raw r, std::atomic<uint64_t>& held_count) : raw(std::move(r)), held(held_count) { ++held; }
+    ~Call() { --held; }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
     Raw raw;  // the request, the response, and the call's default reactor
     std::string peer;
     absl::Time deadline;
@@ -68,6 +72,10 @@ class CompilerService final
     State state ABSL_GUARDED_BY(mu) = State::kRunning;
     // The joined compile ended while the worker had not yet seen that it joined.
     std::optional<absl::StatusOr<CompileOutcome>> early ABSL_GUARDED_BY(mu);
+    // While kJoined: the deadline's timer, cancelled when the joined compile answers first (the
+    // timer holds the call, whose request may be megabytes, until it runs or is cancelled).
+    TimerQueue::TimerId deadline_timer ABSL_GUARDED_BY(mu) = 0;
+    std::atomic<uint64_t>& held;  // Counters::compile_calls_held
   };
   // On a worker: compile, or join the compile of the same kernel in flight.
   void Run(std::shared_ptr<Call> call);

@@ -2,6 +2,7 @@
 #include "server/peer_channels.h"
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "server/service_env.h"
@@ -19,7 +20,8 @@ std::string ReadFileOrEmpty(const std::string& path) {
 
 }  // namespace
 
-PeerChannels::PeerChannels(const DaemonConfig& config) : token_(config.token) {
+PeerChannels::PeerChannels(const DaemonConfig& config, Bounds bounds)
+    : bounds_(bounds), token_(config.token) {
   if (!config.tls_cert.empty()) {
     grpc::SslCredentialsOptions options;
     options.pem_root_certs = ReadFileOrEmpty(config.tls_ca);
@@ -42,13 +44,44 @@ PeerChannels::PeerChannels(const DaemonConfig& config) : token_(config.token) {
   args_.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
 }
 
-v1::Rendezvous::Stub* PeerChannels::Rendezvous(const std::string& address) {
+std::shared_ptr<v1::Rendezvous::Stub> PeerChannels::Rendezvous(const std::string& address) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
-  if (!stub) {
-    stub = v1::Rendezvous::NewStub(grpc::CreateCustomChannel(address, credentials_, args_));
+  if (auto it = stubs_.find(address); it != stubs_.end()) {
+    it->second.last_used = now;
+    EvictLocked(now, bounds_.max_cached);
+    return it->second.stub;
   }
-  return stub.get();
+  // Room for the new one first, so it is never the one dropped.
+  EvictLocked(now, bounds_.max_cached > 0 ? bounds_.max_cached - 1 : 0);
+  std::shared_ptr<v1::Rendezvous::Stub> stub =
+      v1::Rendezvous::NewStub(grpc::CreateCustomChannel(address, credentials_, args_));
+  stubs_[address] = Cached{.stub = stub, .last_used = now};
+  return stub;
+}
+
+void PeerChannels::EvictLocked(absl::Time now, size_t keep) {
+  auto unheld = [](const Cached& c) { return c.stub.use_count() == 1; };
+  for (auto it = stubs_.begin(); it != stubs_.end();) {
+    it = unheld(it->second) && now - it->second.last_used >= bounds_.idle ? stubs_.erase(it)
+                                                                          : std::next(it);
+  }
+  while (stubs_.size() > keep) {
+    auto oldest = stubs_.end();
+    for (auto it = stubs_.begin(); it != stubs_.end(); ++it) {
+      if (unheld(it->second) &&
+          (oldest == stubs_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == stubs_.end()) return;  // every one is in use: calls bound how many there are
+    stubs_.erase(oldest);
+  }
+}
+
+size_t PeerChannels::cached() const {
+  absl::MutexLock lock(&mu_);
+  return stubs_.size();
 }
 
 void PeerChannels::Prepare(grpc::ClientContext& ctx) const {

@@ -134,7 +134,8 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
       absl::MutexLock lock(&mu_);
       forwarding_ = true;
     }
-    StartForward(env_->peers().Rendezvous(leader), &forward_ctx_, &forwarded_, response_,
+    forward_stub_ = env_->peers().Rendezvous(leader);  // held until this call ends
+    StartForward(forward_stub_.get(), &forward_ctx_, &forwarded_, response_,
                  [this, leader](grpc::Status status) {
                    if (!status.ok() && (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                                         status.error_code() == grpc::StatusCode::UNKNOWN)) {
@@ -159,6 +160,7 @@ class GroupCallReactor : public grpc::ServerUnaryReactor {
   bool forwarding_ ABSL_GUARDED_BY(mu_) = false;
   GroupRegistry::WaiterId waiter_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<grpc::Status> result_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<v1::Rendezvous::Stub> forward_stub_;
   grpc::ClientContext forward_ctx_;
   Request forwarded_;
 };

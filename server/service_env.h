@@ -30,6 +30,7 @@ struct Counters {
   std::atomic<uint64_t> compile_errors{0};
   std::atomic<uint64_t> forwarded_calls{0};
   std::atomic<uint64_t> rejected_calls{0};
+  std::atomic<uint64_t> compile_calls_held{0};  // CompilerService::Call objects alive
 };
 
 class ServiceEnv {

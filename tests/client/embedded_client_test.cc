@@ -2,6 +2,7 @@
 // compile through the in-process services; errors keep the daemon's code and message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <future>
 #include <set>
@@ -148,6 +149,38 @@ TEST_F(EmbeddedClientTest, EightRankThreadsJoinAgreeAndCompile) {
   EXPECT_EQ(stats->nvrtc_compiles, 2u);
   const Status health = client_->CheckHealth();
   EXPECT_TRUE(health.ok()) << health.ToString();
+}
+
+// Eight calls for one kernel at once: one compiles, the others wait on it. Each call's state is
+// released once it is answered, not at its deadline (ten minutes here): the daemon held joined
+// calls, requests and all, until their deadlines passed.
+TEST_F(EmbeddedClientTest, CallsWaitingOnOneCompileAreReleasedOnceAnswered) {
+  CompileRequest request;
+  // A source no earlier test compiled, so the first call really compiles and the others join it.
+  request.kernel.source =
+      std::string(testing::kTestKernelSource) + "\n// " + std::to_string(::getpid()) + "_" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "\n";
+  request.kernel.spec = testing::kTestKernelSpec;
+  request.timeout = std::chrono::minutes(10);
+  std::vector<std::future<Result<CompiledKernel>>> calls;
+  calls.reserve(kWorld);
+  for (int i = 0; i < kWorld; ++i) {
+    calls.push_back(std::async(std::launch::async, [&] { return client_->Compile(request); }));
+  }
+  for (auto& f : calls) {
+    auto compiled = f.get();
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  }
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->nvrtc_compiles, 1u);  // the others joined it (or hit what it cached)
+  // A worker drops its call just after replying: wait for that (a bound, not a timing check).
+  for (int i = 0; i < 500 && stats.ok() && stats->compile_calls_held != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stats = client_->Stats();
+  }
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->compile_calls_held, 0u);
 }
 
 // A daemon that never saw the plan (it restarted, or the plan was agreed elsewhere): by hash

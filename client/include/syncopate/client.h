@@ -176,6 +176,9 @@ struct DaemonStats {
   uint64_t rejected_calls = 0;
   uint64_t rss_bytes = 0;
   bool draining = false;
+  // Compile calls the daemon holds now: running, or waiting on the same kernel's compile that
+  // another call runs (an answered call is released at once).
+  uint64_t compile_calls_held = 0;
 };
 
 class Client {
