@@ -24,7 +24,7 @@ GroupRegistry::GroupRegistry(Options options)
       sweep_interval_(SweepIntervalFor(options_)),
       incarnation_(RandomHex()) {
   // Sweeping on a timer, not only on Join: a node with no new jobs still lets idle groups go.
-  timers_.Schedule(absl::Now() + sweep_interval_, [this] { SweepTick(); });
+  timers_.ScheduleAfter(sweep_interval_, [this] { SweepTick(); });
 }
 
 GroupRegistry::~GroupRegistry() { Shutdown("the group registry is being destroyed"); }

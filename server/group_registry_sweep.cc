@@ -39,7 +39,7 @@ void GroupRegistry::SweepTick() {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     SweepIdle(absl::Now(), deferred);
-    timers_.Schedule(absl::Now() + sweep_interval_, [this] { SweepTick(); });
+    timers_.ScheduleAfter(sweep_interval_, [this] { SweepTick(); });
   }
   for (auto& fn : deferred) fn();
 }

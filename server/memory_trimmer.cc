@@ -13,7 +13,7 @@
 namespace syncopate::server {
 
 MemoryTrimmer::MemoryTrimmer(Options options) : options_(options) {
-  timers_.Schedule(absl::Now() + options_.interval, [this] { Check(); });
+  timers_.ScheduleAfter(options_.interval, [this] { Check(); });
 }
 
 namespace {
@@ -45,7 +45,7 @@ void MemoryTrimmer::Check() {
     spdlog::debug("event=malloc_trim resident_not_in_use_before={} after={}", excess, after);
     baseline_ = after;
   }
-  timers_.Schedule(absl::Now() + options_.interval, [this] { Check(); });
+  timers_.ScheduleAfter(options_.interval, [this] { Check(); });
 }
 
 }  // namespace syncopate::server

@@ -1,7 +1,10 @@
 // See timer_queue.h.
 #include "server/timer_queue.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "absl/time/clock.h"
 
 namespace syncopate::server {
 
@@ -9,22 +12,37 @@ TimerQueue::TimerQueue() : thread_([this] { Run(); }) {}
 
 TimerQueue::~TimerQueue() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  changed_.notify_all();
   thread_.join();
 }
 
 TimerQueue::TimerId TimerQueue::Schedule(absl::Time when, absl::AnyInvocable<void()> fn) {
-  absl::MutexLock lock(&mu_);
-  TimerId id = next_id_++;
-  timers_.emplace(std::make_pair(when, id), std::move(fn));
-  due_.emplace(id, when);
+  return ScheduleAfter(when - absl::Now(), std::move(fn));
+}
+
+TimerQueue::TimerId TimerQueue::ScheduleAfter(absl::Duration delay, absl::AnyInvocable<void()> fn) {
+  // Clamped: an infinite deadline must not overflow the time point (a year is "never" here).
+  const absl::Duration bounded = std::clamp(delay, absl::ZeroDuration(), absl::Hours(24 * 365));
+  const Clock::time_point due = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   absl::ToChronoNanoseconds(bounded));
+  bool earliest = false;
+  TimerId id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_id_++;
+    auto it = timers_.emplace(std::make_pair(due, id), std::move(fn)).first;
+    due_.emplace(id, due);
+    earliest = it == timers_.begin();
+  }
+  if (earliest) changed_.notify_one();  // the queue's thread may sleep until a later one
   return id;
 }
 
 bool TimerQueue::Cancel(TimerId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = due_.find(id);
   if (it == due_.end()) return false;
   timers_.erase(std::make_pair(it->second, id));
@@ -32,35 +50,30 @@ bool TimerQueue::Cancel(TimerId id) {
   return true;
 }
 
+size_t TimerQueue::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timers_.size();
+}
+
 void TimerQueue::Run() {
-  mu_.Lock();
+  std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (timers_.empty()) {
-      // Wake on a new timer or on stop; the condition re-reads state under the lock.
-      auto changed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || !timers_.empty();
-      };
-      mu_.Await(absl::Condition(&changed));
+      changed_.wait(lock);  // a new timer, or stop; a spurious wake-up loops back here
       continue;
     }
-    absl::Time due = timers_.begin()->first.first;
-    absl::Time now = absl::Now();
-    if (due > now) {
-      // Sleep until the earliest timer, or until an earlier one / stop arrives.
-      auto earlier = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || timers_.empty() || timers_.begin()->first.first < due;
-      };
-      mu_.AwaitWithDeadline(absl::Condition(&earlier), due);
+    const Clock::time_point due = timers_.begin()->first.first;
+    if (due > Clock::now()) {
+      changed_.wait_until(lock, due);  // or an earlier timer / stop: the loop re-reads
       continue;
     }
     auto node = timers_.extract(timers_.begin());
     due_.erase(node.key().second);
     absl::AnyInvocable<void()> fn = std::move(node.mapped());
-    mu_.Unlock();
+    lock.unlock();
     fn();
-    mu_.Lock();
+    lock.lock();
   }
-  mu_.Unlock();
 }
 
 }  // namespace syncopate::server
