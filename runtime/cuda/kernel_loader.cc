@@ -1,8 +1,10 @@
 #include "runtime/cuda/kernel_loader.h"
 
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
 
@@ -10,10 +12,24 @@ namespace syncopate::cuda {
 
 std::string ArchFor(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm_", cc); }
 
+std::vector<std::string> SplitNvrtcOptions(std::string_view value) {
+  std::vector<std::string> options;
+  for (absl::string_view option : absl::StrSplit(absl::string_view(value.data(), value.size()),
+                                                 absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
+    options.emplace_back(option);
+  }
+  return options;
+}
+
 jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache,
                                   jit::KernelFetcher fetch) {
   jit::BuildOptions options;
   options.arch = ArchFor(ctx.compute_capability());
+  if (const char* extra = std::getenv("SYNCOPATE_NVRTC_OPTIONS"); extra != nullptr) {
+    for (std::string& option : SplitNvrtcOptions(extra)) {
+      options.extra_options.push_back(std::move(option));
+    }
+  }
   options.cache = cache;
   options.fetch = std::move(fetch);
   return options;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "jit/build/kernel_build.h"
@@ -29,10 +31,16 @@ struct LoadedKernel {
 std::string ArchFor(int cc);
 
 // The build options for `ctx`'s GPU (arch: ArchFor its compute capability; the default NVRTC
-// options), for jit::Prepare*Kernel and then CompileAndLoad. `cache` may be null (compile every
-// time); `fetch` may be empty (NVRTC compiles every miss; see jit::KernelFetcher).
+// options, then those of the environment variable SYNCOPATE_NVRTC_OPTIONS), for
+// jit::Prepare*Kernel and then CompileAndLoad. `cache` may be null (compile every time); `fetch`
+// may be empty (NVRTC compiles every miss; see jit::KernelFetcher).
 jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache = nullptr,
                                   jit::KernelFetcher fetch = {});
+
+// SYNCOPATE_NVRTC_OPTIONS's value as NVRTC options: split at whitespace. A developer's knob for
+// A/B runs of the runtime's kernels (e.g. "-DSYNCOPATE_MOVER_INLINE=1"); the options are part of
+// every cache key, so such builds never mix with the default ones in a cache.
+std::vector<std::string> SplitNvrtcOptions(std::string_view value);
 
 // Builds `prepared` (jit::BuildKernel under `options`) and loads it in `ctx`. ResourceExhausted
 // when no CTA fits on an SM.

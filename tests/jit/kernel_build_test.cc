@@ -218,5 +218,30 @@ TEST(BuildInParallelTest, LaterBuildsOfTheSameKernelsHitTheCacheInMemory) {
   }
 }
 
+// The segment mover is out of line by default; -DSYNCOPATE_MOVER_INLINE=1 (what
+// SYNCOPATE_NVRTC_OPTIONS passes for A/B runs) inlines it again: both compile, the options are in
+// the key, and the two binaries differ, so the knob really changes the kernel.
+TEST(BuildOptionsTest, InliningTheSegmentMoverCompilesToAnotherKernelUnderAnotherKey) {
+  plan::TemplateParams params;
+  params.world_size = 2;
+  params.shape = {64, 32};
+  params.dtype = plan::DType::kBF16;
+  absl::StatusOr<plan::Plan> plan = plan::BuildTemplate("allgather.ring", params);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<KernelSpec> spec = ParseKernelSpec(syncopate::testing::kTestKernelSpec);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto build = [&](bool inline_mover) {
+    BuildOptions options;
+    if (inline_mover) options.extra_options.push_back("-DSYNCOPATE_MOVER_INLINE=1");
+    return BuildFusedKernel(*plan, *spec, syncopate::testing::kTestKernelSource, options);
+  };
+  absl::StatusOr<BuiltKernel> out_of_line = build(false);
+  ASSERT_TRUE(out_of_line.ok()) << out_of_line.status();
+  absl::StatusOr<BuiltKernel> inlined = build(true);
+  ASSERT_TRUE(inlined.ok()) << inlined.status();
+  EXPECT_NE(out_of_line->cache_key, inlined->cache_key);
+  EXPECT_NE(out_of_line->compiled->binary, inlined->compiled->binary);
+}
+
 }  // namespace
 }  // namespace syncopate::jit

@@ -259,11 +259,17 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 // issued. Not inlined: its five copy loops and the reductions were compiled again at every call
 // site (comm CTAs, direct moves); compiling them once took about a fifth off the fused wgmma
 // kernel's NVRTC time (bench/RESULTS.md, 2026-12-06). It takes no FusedLaunchArgs reference,
-// which a call would force into local memory.
-__device__ __noinline__ void GroupMoveSegments(const CopySegment* segments, int begin, int end,
-                                        const void* src_base, void* dst_base, int dtype,
-                                        int reduce, int tid, int nthreads, int part = 0,
-                                        int parts = 1) {
+// which a call would force into local memory. Out of line, the step's dtype and reduce are no
+// longer constants folded into the loops; -DSYNCOPATE_MOVER_INLINE=1 (SYNCOPATE_NVRTC_OPTIONS)
+// inlines it again, to measure what that costs at run time.
+#if defined(SYNCOPATE_MOVER_INLINE) && SYNCOPATE_MOVER_INLINE
+SYNCOPATE_DEVICE
+#else
+__device__ __noinline__
+#endif
+void GroupMoveSegments(const CopySegment* segments, int begin, int end, const void* src_base,
+                       void* dst_base, int dtype, int reduce, int tid, int nthreads, int part = 0,
+                       int parts = 1) {
   const char* src = static_cast<const char*>(src_base);
   char* dst = static_cast<char*>(dst_base);
   for (int i = begin; i < end; ++i) {
