@@ -40,6 +40,7 @@ struct BenchConfig {
   int world = 2;
   int64_t max_m = 8192, n = 7168, k = 4096;
   std::vector<int64_t> ms = {8192, 2048, 128};
+  std::vector<int64_t> buckets;  // empty: every M of `ms` its own bucket
   std::string path = "auto", backend = "auto";
   int chunks = 0;
   int reps = 20;
@@ -70,8 +71,10 @@ OpConfig OpConfigFor(const BenchConfig& b) {
   c.chunks = b.chunks;
   c.timeout_ms = 20000;
   c.cache_dir = b.cache_dir;
-  // Every M measured is a bucket of its own: the figures are the kernels', not padding's.
-  c.m_buckets = b.ms;
+  // By default every M measured is a bucket of its own: the figures are the kernels', not
+  // padding's. --buckets times the padded path too (an M below its bucket copies its inputs and
+  // outputs through the workspace; at the bucket's own M the caller's memory is used in place).
+  c.m_buckets = b.buckets.empty() ? b.ms : b.buckets;
   return c;
 }
 
@@ -287,7 +290,8 @@ absl::Status Main(int argc, char** argv) {
   flags.Int("max-m", &b.max_m, "the op's max_m", 1);
   flags.Int("n", &b.n, "per-rank N", 1);
   flags.Int("k", &b.k, "per-rank K", 1);
-  flags.IntList("m", &b.ms, "Ms to run (each also a bucket)", 1);
+  flags.IntList("m", &b.ms, "Ms to run (each also a bucket unless --buckets)", 1);
+  flags.IntList("buckets", &b.buckets, "the op's M buckets (default: the Ms)", 1);
   flags.Choice("path", &b.path, {"auto", "fused", "unfused"}, "path preference");
   flags.Choice("backend", &b.backend, {"auto", "ce", "sm"}, "backend preference");
   flags.Int("chunks", &b.chunks, "chunks per shard (0: the heuristic's)", 0, 8);
@@ -302,6 +306,10 @@ absl::Status Main(int argc, char** argv) {
   flags.ParseOrExit(argc, argv);
   if (b.tune && b.cache_dir.empty()) {
     return absl::InvalidArgumentError("--tune needs --cache-dir (where the table is stored)");
+  }
+  if (b.tune && !b.buckets.empty()) {
+    return absl::InvalidArgumentError(
+        "--tune measures each bucket at its own M: give the buckets as --m, without --buckets");
   }
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);

@@ -5,7 +5,8 @@
 # GEMM+AllReduce 1.808 -> 2.529 ms against 945c870, torch and AllGather unchanged).
 # The two changes on that path, each turned off in the same call, two ranks as MPS clients:
 #   A. the caller's A read in place at a bucket's own M (e09fb92): M=8192 takes bucket 8192 in
-#      place, M=8190 the same bucket's kernels with A copied into the workspace (as 945c870 did).
+#      place, M=8190 the same bucket's kernels with A copied into the workspace (as 945c870 did);
+#      from Python (torch_ops_check.py) and from C++ (ops_bench --buckets).
 #      In place innocent: 8190 slower by about the copy (0.05-0.1 ms). Guilty: 8190 faster.
 #   B. the segment mover out of line (GroupMoveSegments __noinline__): the same runs with the
 #      kernels built with -DSYNCOPATE_MOVER_INLINE=1 (SYNCOPATE_NVRTC_OPTIONS; another cache key).
@@ -31,6 +32,14 @@ check() {  # check NAME [ENV=VALUE...]: the Python ops' timings at 8192 (in plac
 }
 check out_of_line
 check inlined SYNCOPATE_NVRTC_OPTIONS=-DSYNCOPATE_MOVER_INLINE=1
+echo "== the same from C++: ops_bench, M 8192 (in place) and 8190 (copied), bucket 8192"
+for kind in rs ar; do
+  STEP_TIMEOUT=200 in_mode mps:8 "$bin/ops_bench" --kind $kind --n 4096 --k 7168 --world 2 \
+    --max-m 8192 --m 8192,8190 --buckets 8192 --backend sm --cache-dir "$out/cache-cpp" \
+    > "$out/ops_bench_$kind.log" 2>&1
+  grep -E "^[0-9]+ +81" "$out/ops_bench_$kind.log"
+done
+echo "   ($((SECONDS - started)) s)"
 echo "== C: syncopate_tp_bench rs,ar, 8B, TP=2, M=8192 (the unfused pair's parts)"
 STEP_TIMEOUT=200 in_mode mps:8 "$bin/syncopate_tp_bench" --gpus 1 --ranks-per-gpu 2 --tp 2 \
   --workloads rs,ar --models llama3.1-8b --tokens 8192 --chunks 1 --backends sm --reps 10 \
