@@ -74,7 +74,9 @@ tp_mps() {
 }
 # The ops from C++ (ops_bench) and from Python beside torch.ops.symm_mem (torch_ops_check.py),
 # LLaMA-3.1-8B at TP=2 under MPS, each M its own bucket in both: issue 19's Python-against-C++
-# and Syncopate-against-symm_mem figures from one call.
+# and Syncopate-against-symm_mem figures from one call. Python against C++: the check's
+# `syncopate-back-to-back` rows against ops_bench's `run ms` (both events around 20 runs issued
+# back to back); its plain `syncopate` rows are medians of single lined-up runs, as torch's are.
 ops_py_vs_cpp() {
   local rc=0 kind
   for kind in "ag --n 7168 --k 4096" "rs --n 4096 --k 7168" "ar --n 4096 --k 7168"; do

@@ -409,6 +409,26 @@ def bench(ctx, fn):
     return statistics.median(times)
 
 
+def bench_back_to_back(ctx, fn):
+    """Milliseconds per run of --reps runs issued back to back between two CUDA events, after
+    --warmup runs, ranks lined up once: the host's cost per call shows when it cannot keep ahead
+    of the GPU. The method of ops_bench's `run ms`, so the two compare (bench()'s medians of
+    single lined-up runs do not)."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    if ctx.sync is not None:
+        ctx.sync.barrier(channel=1)
+    for _ in range(ctx.a.warmup):
+        fn()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(ctx.a.reps):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / ctx.a.reps
+
+
 def measure(ctx, kind, M, impl, fn, check=None, counts=False):
     """One untimed run, its output checked where `check` is given (counted with `counts`, else
     only noted in the row: torch's ops), then bench() if it ran on every rank. Prints
@@ -461,6 +481,10 @@ def time_ops(ctx, ops):
                     err = ops[kind].error()
                     ok, note = (False, f"sticky error {err}") if err else check(out)
                     ctx.report(f"syncopate {kind} M={M} after timing", ok, note)
+                    b2b = ctx.gather(bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)))
+                    ctx.say(f"time,{kind},{M},syncopate-back-to-back,{max(b2b):.4f}  # rank ms "
+                            f"{[round(x, 4) for x in b2b]}; events around --reps runs, as "
+                            f"ops_bench's run ms")
             t["symm_mem"] = measure(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M),
                                     check)
             local_a = full if kind == "ag" else a  # the local GEMM: [M, k] x [k, n]
