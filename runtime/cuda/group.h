@@ -234,6 +234,13 @@ class Group {
   // no device wait timed out. Sticky: the record is written once per group. Any thread.
   absl::Status RecordedTimeout() const { return watch_.RecordedTimeout(); }
 
+  // Tests only: as if `count` launches had been issued and synced since the last one, on every
+  // rank alike (each calls it between the same two launches): the host's count and the device's
+  // epoch word jump, the protocol words the skipped launches would have written stay behind. So
+  // a test reaches in one step the ages that days of launches reach (words 2^31 epochs behind).
+  // FailedPrecondition when a launch is not synced yet or a caller's graph holds the count.
+  absl::Status SkipEpochsForTesting(uint32_t count, CUstream stream);
+
   // Captures one launch into a graph; see the file comment.
   absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
                                                             const LaunchSettings& timeouts);

@@ -177,6 +177,22 @@ absl::Status Group::Issue(const KernelLaunch& launch, CUstream stream, uint32_t 
   return absl::OkStatus();
 }
 
+absl::Status Group::SkipEpochsForTesting(uint32_t count, CUstream stream) {
+  if (epoch_ != synced_epoch_ || epoch_uncounted_ || broken_) {
+    return absl::FailedPreconditionError(
+        "SkipEpochsForTesting: a launch is not synced yet, or the device holds the count");
+  }
+  uint32_t epoch = epoch_ + count;
+  if (epoch == 0) epoch = 1;  // 0 is never an epoch (NextEpoch)
+  const DriverApi& api = context_.api();
+  RETURN_IF_ERROR(context_.MakeCurrent());
+  CU_RETURN_IF_ERROR(
+      api.cuStreamWriteValue32(stream, LaunchEpochWords(), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(stream));
+  epoch_ = synced_epoch_ = epoch;
+  return absl::OkStatus();
+}
+
 absl::Status Group::RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch) {
   const DriverApi& api = context_.api();
   for (int g : StaleGates(gate_epochs_, launch.num_gates, epoch)) {

@@ -254,6 +254,25 @@ TEST(FusedFetchTest, RanksRunTheDaemonsBinaryAndMatchTheReference) {
 }
 #endif
 
+// After launch 0 every rank skips 2^31 + 12345 epochs, as a bucket idle for days would: the
+// signal, entered and drained words of launch 0 are then more than half the epoch range behind,
+// where a cyclic ">=" reads them as reached, and so are the copy-engine gates the driver's
+// cyclic GEQ awaits (Group::RefreshStaleGates rewrites those). The launches after the jump must
+// wait for their own words and stay right on both backends.
+TEST(FusedEpochTest, WordsLeftHalfTheEpochRangeBehindAreNotReadAsReached) {
+  SYNCOPATE_REQUIRE_GPU();
+  for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {
+    WorkloadConfig c;
+    c.launches = 4;
+    c.epoch_jump = (1u << 31) + 12345;
+    auto results =
+        RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 264, 136, 64}, c);
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
+    }
+  }
+}
+
 TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
   SYNCOPATE_REQUIRE_GPU();
   for (Backend b : {Backend::kCopyEngine, Backend::kSm}) {

@@ -128,7 +128,8 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
       RETURN_IF_ERROR(s.rt->Launch(bound, s.stream.get(), lo));
     }
     if (c.rank == c.killed_rank && i == c.kill_after_launch) raise(SIGKILL);
-    const bool checked = (i + 1) % c.check_every == 0 || i + 1 == c.launches;
+    const bool jump = i == 0 && c.epoch_jump > 0;
+    const bool checked = (i + 1) % c.check_every == 0 || i + 1 == c.launches || jump;
     if (checked) {
       absl::Status synced =
           launcher ? launcher->Sync(s.stream.get()) : s.rt->Sync(s.stream.get());
@@ -145,6 +146,10 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
         return absl::Status(ok.code(), absl::StrCat("rank ", c.rank, " launch ", i, " (seed ",
                                                     c.seed, "): ", ok.message()));
       }
+    }
+    if (jump) {
+      if (graph || launcher) return absl::InvalidArgumentError("epoch_jump: direct launches only");
+      RETURN_IF_ERROR(s.rt->group().SkipEpochsForTesting(c.epoch_jump, s.stream.get()));
     }
   }
   return absl::OkStatus();

@@ -55,6 +55,9 @@ struct WorkloadConfig {
   // local launch on the same GPU.
   int killed_rank = -1;
   int kill_after_launch = 0;
+  // > 0: after launch 0 (synced), every rank's group skips this many epochs
+  // (Group::SkipEpochsForTesting): the later launches meet protocol words that old.
+  uint32_t epoch_jump = 0;
   // The Hopper kernel (examples/kernels/gemm_wgmma.cuh) instead of gemm_mma.cuh; needs sm_90:
   // elsewhere the workload returns FailedPrecondition("... needs sm_90 ...").
   bool wgmma = false;
