@@ -4,6 +4,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -190,6 +191,7 @@ absl::StatusOr<std::shared_ptr<const CompileBackend::Prepared>> CompileBackend::
   // Keys are whole requests (sources, plans) and entries pin sources and binaries: counted.
   size_t bytes = fingerprint.size() + result->kernel.generated.source.size();
   for (const auto& [name, text] : result->kernel.generated.headers) bytes += text.size();
+  if (bytes > options_.memo_max_bytes) return result;  // kept, it would push out all the others
   absl::MutexLock lock(&mu_);
   if (prepared_.emplace(fingerprint, MemoEntry{result, nullptr, bytes}).second) {
     prepared_order_.push_back(fingerprint);
@@ -279,11 +281,18 @@ absl::StatusOr<CompileOutcome> CompileBackend::Conclude(
     absl::MutexLock lock(&mu_);
     if (auto it = prepared_.find(request_key);
         it != prepared_.end() && it->second.kernel == nullptr && result->kernel != nullptr) {
-      it->second.kernel = result->kernel;
       const size_t binary = result->kernel->binary.size() + result->kernel->log.size();
-      it->second.bytes += binary;
-      prepared_bytes_ += binary;
-      TrimMemoLocked();
+      if (it->second.bytes + binary > options_.memo_max_bytes) {
+        prepared_bytes_ -= it->second.bytes;  // too large to keep
+        prepared_.erase(it);
+        prepared_order_.erase(
+            std::find(prepared_order_.begin(), prepared_order_.end(), request_key));
+      } else {
+        it->second.kernel = result->kernel;
+        it->second.bytes += binary;
+        prepared_bytes_ += binary;
+        TrimMemoLocked();
+      }
     }
   }
   CompileOutcome outcome;

@@ -104,7 +104,11 @@ void CompilerService::Resume(std::shared_ptr<Call> call, absl::StatusOr<CompileO
 }
 
 void CompilerService::Run(std::shared_ptr<Call> call) {
-  auto joined = [this, call](absl::StatusOr<CompileOutcome> outcome) {
+  // Weak: once the deadline's timer has answered the call, the compile it joined must not keep
+  // the call (and its request) alive until that compile ends.
+  auto joined = [this, weak = std::weak_ptr<Call>(call)](absl::StatusOr<CompileOutcome> outcome) {
+    std::shared_ptr<Call> call = weak.lock();
+    if (call == nullptr) return;  // answered at its deadline and released
     TimerQueue::TimerId timer = 0;
     {
       absl::MutexLock lock(&call->mu);

@@ -49,8 +49,11 @@ std::shared_ptr<v1::Rendezvous::Stub> PeerChannels::Rendezvous(const std::string
   absl::MutexLock lock(&mu_);
   if (auto it = stubs_.find(address); it != stubs_.end()) {
     it->second.last_used = now;
+    // Held by this copy before evicting, so the eviction can neither drop it nor free `it`'s
+    // entry under the return.
+    std::shared_ptr<v1::Rendezvous::Stub> stub = it->second.stub;
     EvictLocked(now, bounds_.max_cached);
-    return it->second.stub;
+    return stub;
   }
   // Room for the new one first, so it is never the one dropped.
   EvictLocked(now, bounds_.max_cached > 0 ? bounds_.max_cached - 1 : 0);

@@ -42,11 +42,16 @@ TimerQueue::TimerId TimerQueue::ScheduleAfter(absl::Duration delay, absl::AnyInv
 }
 
 bool TimerQueue::Cancel(TimerId id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = due_.find(id);
-  if (it == due_.end()) return false;
-  timers_.erase(std::make_pair(it->second, id));
-  due_.erase(it);
+  // Destroyed after the lock is released: the callback's captures may be large, or schedule or
+  // cancel timers from their destructors.
+  decltype(timers_)::node_type dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = due_.find(id);
+    if (it == due_.end()) return false;
+    dropped = timers_.extract(std::make_pair(it->second, id));
+    due_.erase(it);
+  }
   return true;
 }
 
@@ -67,11 +72,12 @@ void TimerQueue::Run() {
       changed_.wait_until(lock, due);  // or an earlier timer / stop: the loop re-reads
       continue;
     }
-    auto node = timers_.extract(timers_.begin());
-    due_.erase(node.key().second);
-    absl::AnyInvocable<void()> fn = std::move(node.mapped());
-    lock.unlock();
-    fn();
+    {
+      auto node = timers_.extract(timers_.begin());
+      due_.erase(node.key().second);
+      lock.unlock();
+      node.mapped()();
+    }  // the callback and its captures are destroyed before the lock is taken again
     lock.lock();
   }
 }

@@ -2,7 +2,8 @@
 // process, so the test process stays free of CUDA state for its forked ranks).
 #pragma once
 
-#include <map>
+#include <cstdlib>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,17 +26,18 @@ inline const std::string* NoGpuReason() {
       GTEST_SKIP() << "no GPU: " << *why;                                     \
   } while (0)
 
-// Empty when `world` ranks fit on the GPU at once, else why not: the MPS server's shared pool
-// of connections is exhausted (RanksFitOnGpu). Other failures are not reasons to skip: the test
-// runs and reports them itself. Probed once per world, in forked ranks.
+// Empty when `world` ranks fit on the GPU at once, else why not: under MPS (the scripts give it
+// a private pipe folder, CUDA_MPS_PIPE_DIRECTORY), the server's shared pool of connections is
+// exhausted (RanksFitOnGpu: ResourceExhausted at context creation). Other failures, and any
+// failure without MPS, are not reasons to skip: the test runs and reports them itself. A fit is
+// remembered per world; a misfit is probed again by the next test (it may have been transient).
 inline std::string RanksDoNotFitReason(int world) {
-  static auto* probed = new std::map<int, std::string>();
-  auto [it, inserted] = probed->emplace(world, "");
-  if (inserted) {
-    absl::Status fit = workloads::RanksFitOnGpu(world);
-    if (fit.code() == absl::StatusCode::kResourceExhausted) it->second = std::string(fit.message());
-  }
-  return it->second;
+  static auto* fits = new std::set<int>();
+  if (fits->count(world) != 0 || std::getenv("CUDA_MPS_PIPE_DIRECTORY") == nullptr) return "";
+  absl::Status fit = workloads::RanksFitOnGpu(world);
+  if (fit.code() == absl::StatusCode::kResourceExhausted) return std::string(fit.message());
+  fits->insert(world);
+  return "";
 }
 
 // Skips a test whose `world` ranks cannot all hold a context on the one GPU (MPS with many

@@ -91,7 +91,7 @@ absl::Status SyncAndCheck(const cuda::DriverApi& api, std::vector<LoopOp>& ops,
 // Two ops (case `c` and the other kind, each its own group) captured into one graph: every
 // bucket's M, an M that pads, and a small M on the unfused path.
 absl::Status RunCapturedLoop(const Case& param, const std::string& job, int rank) {
-  const int replays = CaptureReplays();
+  ASSIGN_OR_RETURN(const int replays, CaptureReplays());
   Case c = param;
   c.m_buckets = {512, 1024, 2048};  // the graph holds a run of each, and of Ms that pad
   const std::vector<int64_t> ms = {2048, 1024, 1000, 512, int64_t{8} * c.world};

@@ -1,7 +1,6 @@
 // See ops_gpu_support.h.
 #include "tests/ops/ops_gpu_support.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -29,16 +28,17 @@ std::vector<float> Matrix(uint64_t seed, int64_t rows, int64_t cols) {
   return m;
 }
 
-// Exact for integers of magnitude <= 256 (all these tests produce).
-int CaptureReplays() {
+absl::StatusOr<int> CaptureReplays() {
   const char* set = std::getenv("SYNCOPATE_OPS_REPLAYS");
   int replays = 1000;
-  if (set != nullptr && !absl::SimpleAtoi(set, &replays)) {
-    ADD_FAILURE() << "SYNCOPATE_OPS_REPLAYS=" << set << " is not a number";
+  if (set != nullptr && (!absl::SimpleAtoi(set, &replays) || replays < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SYNCOPATE_OPS_REPLAYS=", set, " is not a positive number"));
   }
-  return std::max(replays, 1);
+  return replays;
 }
 
+// Exact for integers of magnitude <= 256 (all these tests produce).
 uint16_t ToBits(float v, DType dtype) {
   return dtype == DType::kBF16 ? FloatToBf16(v) : FloatToHalf(v);
 }

@@ -66,10 +66,11 @@ float FromBits(uint16_t bits, DType dtype);
 void AddGemm(const float* a, const std::vector<float>& b, int64_t rows, int64_t n, int64_t k,
              float* out);
 
-// Replays of each capture test: the 1,000, or SYNCOPATE_OPS_REPLAYS where set (at least
-// 1). Time-sliced ranks take every launch in turns, about 10 ms a launch at world 4, so
+// Replays of each capture test: the 1,000, or SYNCOPATE_OPS_REPLAYS where set
+// (InvalidArgument when that is not a positive number: the ranks return it, so the test fails).
+// Time-sliced ranks take every launch in turns, about 10 ms a launch at world 4, so
 // scripts/gpu-checks.sh sets fewer there; the concurrent (MPS) runs keep 1,000.
-int CaptureReplays();
+absl::StatusOr<int> CaptureReplays();
 
 inline uint64_t SeedA(int rank) { return 1000 + rank; }
 inline uint64_t SeedB(int rank, int weight) { return 2000 + 10 * rank + weight; }

@@ -39,6 +39,17 @@ TEST(PeerChannelsTest, AChannelACallHoldsIsNeverDropped) {
   EXPECT_EQ(peers.Rendezvous(Address(0)).get(), held.get());
 }
 
+// The same address asked for twice with nothing holding its channel and an idle bound of zero:
+// the second ask must get a live channel, not one its own eviction just freed.
+TEST(PeerChannelsTest, AskingAgainForAnIdleChannelReturnsALiveOne) {
+  PeerChannels peers(DaemonConfig{}, {.idle = absl::ZeroDuration(), .max_cached = 64});
+  peers.Rendezvous(Address(0));
+  std::shared_ptr<v1::Rendezvous::Stub> again = peers.Rendezvous(Address(0));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(peers.Rendezvous(Address(0)).get(), again.get());  // held now: kept
+  EXPECT_EQ(peers.cached(), 1u);
+}
+
 TEST(PeerChannelsTest, IdleChannelsNoCallHoldsAreDropped) {
   PeerChannels peers(DaemonConfig{}, {.idle = absl::ZeroDuration(), .max_cached = 64});
   for (int i = 0; i < 10; ++i) peers.Rendezvous(Address(i));

@@ -42,9 +42,11 @@ class Ran {
 TEST(TimerQueueTest, RunsTimersInDueOrder) {
   TimerQueue timers;
   Ran ran;
-  timers.ScheduleAfter(absl::Milliseconds(60), [&] { ran.Add(3); });
-  timers.ScheduleAfter(absl::Milliseconds(20), [&] { ran.Add(1); });
-  timers.Schedule(absl::Now() + absl::Milliseconds(40), [&] { ran.Add(2); });
+  // Due times from one base: a slow scheduling thread cannot reorder them.
+  const absl::Time base = absl::Now();
+  timers.Schedule(base + absl::Milliseconds(60), [&] { ran.Add(3); });
+  timers.Schedule(base + absl::Milliseconds(20), [&] { ran.Add(1); });
+  timers.Schedule(base + absl::Milliseconds(40), [&] { ran.Add(2); });
   ASSERT_TRUE(ran.WaitFor(3));
   EXPECT_EQ(ran.order(), (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(timers.pending(), 0u);
@@ -54,9 +56,9 @@ TEST(TimerQueueTest, ACancelledTimerNeverRuns) {
   TimerQueue timers;
   Ran ran;
   const TimerQueue::TimerId cancelled =
-      timers.ScheduleAfter(absl::Milliseconds(10), [&] { ran.Add(0); });
+      timers.ScheduleAfter(absl::Hours(1), [&] { ran.Add(0); });  // cancelled long before
   const TimerQueue::TimerId kept =
-      timers.ScheduleAfter(absl::Milliseconds(30), [&] { ran.Add(1); });
+      timers.ScheduleAfter(absl::Milliseconds(10), [&] { ran.Add(1); });
   EXPECT_NE(cancelled, 0u);
   EXPECT_TRUE(timers.Cancel(cancelled));
   EXPECT_FALSE(timers.Cancel(cancelled));  // already cancelled

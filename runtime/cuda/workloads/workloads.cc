@@ -115,6 +115,9 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
     if (c.graph) return absl::InvalidArgumentError("a custom launcher does not replay graphs");
     ASSIGN_OR_RETURN(launcher, c.launcher(*s.rt, bound));
   }
+  if (c.epoch_jump > 0 && (c.graph || c.launcher)) {
+    return absl::InvalidArgumentError("epoch_jump: direct launches only");
+  }
   if (c.graph) {
     ASSIGN_OR_RETURN(graph, s.rt->CaptureGraph(bound, lo));
   }
@@ -148,7 +151,6 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
       }
     }
     if (jump) {
-      if (graph || launcher) return absl::InvalidArgumentError("epoch_jump: direct launches only");
       RETURN_IF_ERROR(s.rt->group().SkipEpochsForTesting(c.epoch_jump, s.stream.get()));
     }
   }

@@ -481,10 +481,18 @@ def time_ops(ctx, ops):
                     err = ops[kind].error()
                     ok, note = (False, f"sticky error {err}") if err else check(out)
                     ctx.report(f"syncopate {kind} M={M} after timing", ok, note)
-                    b2b = ctx.gather(bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)))
-                    ctx.say(f"time,{kind},{M},syncopate-back-to-back,{max(b2b):.4f}  # rank ms "
-                            f"{[round(x, 4) for x in b2b]}; events around --reps runs, as "
-                            f"ops_bench's run ms")
+                    # Collective: every rank gets here (t["syncopate"] is gathered), and an error
+                    # on one rank is gathered too rather than leaving the others in gather().
+                    try:
+                        ms, err = bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)), ""
+                    except Exception as e:
+                        ms, err = float("nan"), "; error: " + short(e)
+                    got = ctx.gather((ms, err))
+                    times = [m for m, _ in got]
+                    worst = float("nan") if any(m != m for m in times) else max(times)
+                    ctx.say(f"time,{kind},{M},syncopate-back-to-back,{worst:.4f}  # rank ms "
+                            f"{[round(m, 4) for m in times]}; events around --reps runs, as "
+                            f"ops_bench's run ms" + "".join(e for _, e in got))
             t["symm_mem"] = measure(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M),
                                     check)
             local_a = full if kind == "ag" else a  # the local GEMM: [M, k] x [k, n]
