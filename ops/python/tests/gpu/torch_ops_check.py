@@ -450,15 +450,22 @@ def measure(ctx, kind, M, impl, fn, check=None, counts=False):
         return None
     wrong = [n for o, n in got if not o]
     checked = "" if check is None else f"; output {'WRONG: ' + wrong[0] if wrong else 'ok'}"
+    return time_row(ctx, kind, M, impl, lambda: bench(ctx, fn), "rank medians", checked)
+
+
+def time_row(ctx, kind, M, impl, timed, label, note=""):
+    """Collective: `timed()` (ms) on every rank, an error gathered like a time (so no rank is
+    left waiting in gather), then one `time,<op>,<M>,<impl>,<ms>` row with the slowest rank's
+    figure; returns it, or None when a rank failed."""
     try:
-        ms, err = bench(ctx, fn), ""
+        ms, err = timed(), ""
     except Exception as e:
         ms, err = float("nan"), "; error: " + short(e)
-    all_ms = ctx.gather((ms, err))
-    medians = [m for m, _ in all_ms]
-    worst = float("nan") if any(m != m for m in medians) else max(medians)
-    ctx.say(f"time,{kind},{M},{impl},{worst:.4f}  # rank medians {[round(m, 4) for m in medians]}"
-            + checked + "".join(e for _, e in all_ms))
+    got = ctx.gather((ms, err))
+    times = [m for m, _ in got]
+    worst = float("nan") if any(m != m for m in times) else max(times)
+    ctx.say(f"time,{kind},{M},{impl},{worst:.4f}  # {label} {[round(m, 4) for m in times]}"
+            + note + "".join(e for _, e in got))
     return worst if worst == worst else None
 
 
@@ -481,18 +488,10 @@ def time_ops(ctx, ops):
                     err = ops[kind].error()
                     ok, note = (False, f"sticky error {err}") if err else check(out)
                     ctx.report(f"syncopate {kind} M={M} after timing", ok, note)
-                    # Collective: every rank gets here (t["syncopate"] is gathered), and an error
-                    # on one rank is gathered too rather than leaving the others in gather().
-                    try:
-                        ms, err = bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)), ""
-                    except Exception as e:
-                        ms, err = float("nan"), "; error: " + short(e)
-                    got = ctx.gather((ms, err))
-                    times = [m for m, _ in got]
-                    worst = float("nan") if any(m != m for m in times) else max(times)
-                    ctx.say(f"time,{kind},{M},syncopate-back-to-back,{worst:.4f}  # rank ms "
-                            f"{[round(m, 4) for m in times]}; events around --reps runs, as "
-                            f"ops_bench's run ms" + "".join(e for _, e in got))
+                    # Collective: every rank gets here (t["syncopate"] is gathered).
+                    time_row(ctx, kind, M, "syncopate-back-to-back",
+                             lambda: bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)),
+                             "rank ms", "; events around --reps runs, as ops_bench's run ms")
             t["symm_mem"] = measure(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M),
                                     check)
             local_a = full if kind == "ag" else a  # the local GEMM: [M, k] x [k, n]
