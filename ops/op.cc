@@ -9,6 +9,8 @@
 // the same slab positions.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
@@ -37,6 +39,13 @@ constexpr int64_t kElementBytes = 2;  // bf16 and fp16
 constexpr int kMinComputeCapability = 80;
 // NVRTC threads of a Create (each compile takes a core and a few hundred MB).
 constexpr int kMaxCompileThreads = 8;
+
+// SYNCOPATE_OPS_IN_PLACE=0 (a developer knob, for A/B runs): every run copies through the
+// workspace, as a padded M does, instead of pointing the GEMM at the caller's memory.
+bool InPlaceAllowed() {
+  const char* knob = std::getenv("SYNCOPATE_OPS_IN_PLACE");
+  return knob == nullptr || std::strcmp(knob, "0") != 0;
+}
 
 Collective CollectiveOf(OpKind kind) {
   switch (kind) {
@@ -235,7 +244,7 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
   // Not local would be our kernels' defect (op_config_test checks every shape it builds); the
   // runs would still be right, through the copies, so it costs speed, not the op.
   absl::StatusOr<int> slot = rt->LocalOperandSlot(*v.gemm, v.kernels.in_place_operand);
-  v.in_place_slot = slot.ok() ? *slot : -1;
+  v.in_place_slot = slot.ok() && InPlaceAllowed() ? *slot : -1;
   // A weight that moves (reloaded, synced, a temporary) would otherwise cost a binding, an
   // allocation and a synchronous upload on its first run, kept forever. Every op kernel takes B
   // per launch (op_config_test checks every shape it builds).
@@ -333,6 +342,10 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   options.backend = RuntimeBackend(v.path.backend);
   options.timeout = absl::Milliseconds(config.timeout_ms);
   options.comm_ctas = config.comm_ctas;
+  // Tiles claimed, not dealt: beside concurrent ranks not every CTA of a persistent grid starts
+  // at once, and a late CTA's static share ran after everyone else's (LocalSchedule::claim).
+  // One op's launches run in its stream's order, so they share the group's counter in turn.
+  options.dynamic_tiles = true;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
@@ -340,12 +353,13 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
     options.local_operands = gemm_operands;
     return rt->Launch(*bound.gemm, stream, options);
   }
+  const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
     RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));
-    return rt->LaunchLocal(*bound.gemm, stream, 0, gemm_operands);
+    return rt->LaunchLocal(*bound.gemm, stream, local);
   }
-  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream, 0, gemm_operands));
+  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream, local));
   return rt->Launch(*bound.comm, stream, options);
 }
 

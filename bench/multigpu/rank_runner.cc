@@ -738,7 +738,11 @@ absl::Status Runner::SetUpOnAllRanks(ProblemRun& run) {
 
 absl::Status Runner::MeasureLocalGemm(ProblemRun& run) {
   const Problem& p = run.p;
-  auto local = [&]() { return rt_->LaunchLocal(*run.base->gemm_bound, stream()); };
+  // Tiles claimed, as the ops' fallback does (ops/op.cc): a static deal loses whole CTA shares
+  // when a CTA starts late beside concurrent ranks.
+  auto local = [&]() {
+    return rt_->LaunchLocal(*run.base->gemm_bound, stream(), {.dynamic_tiles = true});
+  };
   ResultRow r = RowFor(p, "local-gemm");
   if (is_ag(p)) {
     return Measure(
@@ -761,7 +765,10 @@ absl::Status Runner::MeasureLocalGemmGrids(ProblemRun& run) {
     if (pct == 100) continue;
     ResultRow r = RowFor(run.p, "local-gemm");
     r.note = absl::StrCat("grid ", GridCtas(pct), " CTAs (", pct, "% of ", sms, " SMs)");
-    auto launch = [&] { return rt_->LaunchLocal(*run.base->gemm_bound, stream(), GridCtas(pct)); };
+    auto launch = [&] {
+      return rt_->LaunchLocal(*run.base->gemm_bound, stream(),
+                              {.ctas = GridCtas(pct), .dynamic_tiles = true});
+    };
     RETURN_IF_ERROR(
         Measure(run.p, r, nullptr, launch, nullptr, CheckWhat::kNone, run.rows, nullptr));
   }
@@ -902,9 +909,9 @@ absl::Status Runner::MeasureUnfused(ProblemRun& run) {
     if (is_ag(p)) {
       RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));
       RETURN_IF_ERROR(MarkMid());
-      return rt_->LaunchLocal(*v->gemm_bound, stream());
+      return rt_->LaunchLocal(*v->gemm_bound, stream(), {.dynamic_tiles = true});
     }
-    RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream()));
+    RETURN_IF_ERROR(rt_->LaunchLocal(*v->gemm_bound, stream(), {.dynamic_tiles = true}));
     RETURN_IF_ERROR(MarkMid());
     return rt_->Launch(*v->comm_bound, stream(), lo);
   };

@@ -597,8 +597,8 @@ absl::StatusOr<GeneratedKernel> GenerateLocalKernel(const KernelSpec& spec,
   src = Prologue(header, spec, kernel_source, options);
   absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", spec.block_threads, ")\n",
                   k.entry_symbol, "(syncopate::FusedLaunchArgs args) {\n");
-  absl::StrAppend(&src, "  syncopate::LocalSchedule schedule(", spec.tiles_m(), ", ", spec.tiles_n(),
-                  ", ", spec.group_m, ");\n");
+  absl::StrAppend(&src, "  syncopate::LocalSchedule schedule(", spec.tiles_m(), ", ",
+                  spec.tiles_n(), ", ", spec.group_m, ", args.tile_counter);\n");
   absl::StrAppend(&src, KernelCall(spec, "syncopate::LocalSchedule"));
   absl::StrAppend(&src, "}\n");
   k.headers = DeviceHeaders();

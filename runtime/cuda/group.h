@@ -225,7 +225,8 @@ class Group {
   // being captured into a graph: device-epoch launches only (FailedPrecondition otherwise).
   absl::Status Launch(const KernelLaunch& launch, CUstream stream, const LaunchSettings& timeouts);
   // Runs the kernel alone, no protocol: the identity-schedule (local) kernel of a baseline.
-  absl::Status LaunchLocal(const KernelLaunch& launch, CUstream stream);
+  // `dynamic_tiles`: as LaunchSettings::dynamic_tiles.
+  absl::Status LaunchLocal(const KernelLaunch& launch, CUstream stream, bool dynamic_tiles);
   // Waits for every launch issued so far on `stream`; DeadlineExceeded naming the peer that did
   // not deliver (see the protocol above). Other errors: the failing CUDA call.
   absl::Status Sync(CUstream stream);

@@ -293,10 +293,14 @@ absl::Status Group::IssueCaptured(const KernelLaunch& launch, CUstream stream,
   return absl::OkStatus();
 }
 
-absl::Status Group::LaunchLocal(const KernelLaunch& launch, CUstream stream) {
+absl::Status Group::LaunchLocal(const KernelLaunch& launch, CUstream stream, bool dynamic_tiles) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  FusedLaunchArgs args = MakeArgs(launch, 0, LaunchSettings{}, /*device_epoch=*/false);
+  // A launch that aborted may have left the tile counter mid-way (launch_abi.h).
+  if (dynamic_tiles && broken_) return BrokenError();
+  LaunchSettings settings;
+  settings.dynamic_tiles = dynamic_tiles;
+  FusedLaunchArgs args = MakeArgs(launch, 0, settings, /*device_epoch=*/false);
   void* params[] = {&args};
   CU_RETURN_IF_ERROR(api.cuLaunchKernel(
       launch.function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],

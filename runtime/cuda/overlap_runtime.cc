@@ -403,11 +403,11 @@ absl::StatusOr<int> OverlapRuntime::LocalOperandSlot(const FusedKernel& kernel,
   return jit::PerLaunchOperandSlot(kernel.metadata().operands, name);
 }
 
-absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas,
-                                         const std::array<void*, kMaxOperands>& local_operands) {
+absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stream,
+                                         const LocalLaunchOptions& options) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
-  RETURN_IF_ERROR(CheckLocalOperands(md, local_operands));
+  RETURN_IF_ERROR(CheckLocalOperands(md, options.operands));
   if (k.local_fn_ == nullptr) {
     RETURN_IF_ERROR(RefuseIfCapturing(api(), stream, "local launch of this kernel"));
   }
@@ -417,12 +417,13 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
   l.block[0] = static_cast<unsigned>(md.block_dim);
   l.shared_bytes = static_cast<unsigned>(md.dynamic_smem_bytes);
   const int resident = k.local_ctas_per_sm_ * group_->context().sm_count();
-  l.grid[0] = static_cast<unsigned>(ctas > 0 ? ctas : std::max(1, std::min(md.num_tiles, resident)));
+  l.grid[0] = static_cast<unsigned>(
+      options.ctas > 0 ? options.ctas : std::max(1, std::min(md.num_tiles, resident)));
   l.operands = bound.local_operands_;
   for (int i = 0; i < kMaxOperands; ++i) {
-    if (local_operands[i] != nullptr) l.operands[i] = local_operands[i];
+    if (options.operands[i] != nullptr) l.operands[i] = options.operands[i];
   }
-  return group_->LaunchLocal(l, stream);
+  return group_->LaunchLocal(l, stream, options.dynamic_tiles);
 }
 
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(

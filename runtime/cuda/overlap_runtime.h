@@ -58,6 +58,16 @@ int DefaultCommCtas(int channels, int resident);
 // 2.0 with 16, 3.7 with 40): a few by default, LaunchOptions::free_ctas for more.
 int DefaultCopyEngineFreeCtas(int resident);
 
+// How LaunchLocal runs the local variant.
+struct LocalLaunchOptions {
+  int ctas = 0;  // 0 = persistent: min(tiles, resident CTAs)
+  // As LaunchOptions::local_operands.
+  std::array<void*, kMaxOperands> operands{};
+  // As LaunchOptions::dynamic_tiles, from the group's tile counter: never while another launch
+  // of the group that deals dynamically may run on another stream.
+  bool dynamic_tiles = false;
+};
+
 struct LaunchOptions {
   Backend backend = Backend::kCopyEngine;
   absl::Duration timeout = absl::Milliseconds(2000);  // every wait's deadline
@@ -198,8 +208,8 @@ class OverlapRuntime {
   absl::Status Launch(BoundKernel& bound, CUstream stream, const LaunchOptions& options);
   // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
   // on the first call (or by LoadLocal).
-  absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream, int ctas = 0,
-                           const std::array<void*, kMaxOperands>& local_operands = {});
+  absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream,
+                           const LocalLaunchOptions& options = {});
   // The slot of `kernel`'s operand `name` if only this rank reads or writes it (a kernel
   // parameter that is no plan buffer), so LaunchOptions::local_operands may replace it; else
   // InvalidArgument naming why.

@@ -180,7 +180,9 @@ INSTANTIATE_TEST_SUITE_P(Hopper, WgmmaWorkloadTest, ::testing::ValuesIn(WgmmaMat
 
 // Dynamic tile dealing (LaunchOptions::dynamic_tiles, FusedSchedule::claim): the tile counter
 // resets itself at every launch's end, so many launches in a row (and a CUDA graph replayed) stay
-// right on both workloads; grids with more CTAs than tiles give some CTAs nothing to claim.
+// right on both workloads; grids with more CTAs than tiles give some CTAs nothing to claim. The
+// AllGather workload then runs the local variant twice on 3 CTAs claiming from the same counter
+// (LocalLaunchOptions::dynamic_tiles, LocalSchedule::claim).
 TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
   SYNCOPATE_REQUIRE_GPU();
   struct Case {

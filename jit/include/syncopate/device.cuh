@@ -32,7 +32,8 @@
 //                                                    complete before it, not just issued
 //
 // Schedules:
-//   syncopate::LocalSchedule(tiles_m, tiles_n, group_m)  all tiles, no waits: a plain kernel
+//   syncopate::LocalSchedule(tiles_m, tiles_n, group_m, args.tile_counter)
+//                                                        all tiles, no waits: a plain kernel
 //   syncopate::FusedSchedule<Tables>(args)               generated per plan x kernel spec
 // Communication CTAs of the SM backend run syncopate::RunTransferProgram<Tables>(args)
 // (impl/comm.cuh), the control CTA of a copy-engine launch syncopate::RunControlCta(args)

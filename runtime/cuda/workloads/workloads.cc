@@ -157,20 +157,26 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
   return absl::OkStatus();
 }
 
-// After a failed launch: the context must still run kernels. Runs the local kernel on whatever
-// `a`/`b` hold and checks it against the reference on the same data.
-absl::Status CheckDeviceUsable(Setup& s, cuda::BoundKernel& bound, CUdeviceptr a, CUdeviceptr b,
-                               CUdeviceptr c_out, CUdeviceptr ref, const WorkloadConfig& c) {
+// Runs the local kernel with `options` on fresh `a` and whatever `b` holds, and checks it
+// against the reference on the same data. After a failed launch: the context must still run
+// kernels.
+absl::Status CheckLocalLaunch(Setup& s, cuda::BoundKernel& bound, CUdeviceptr a, CUdeviceptr b,
+                              CUdeviceptr c_out, CUdeviceptr ref, const WorkloadConfig& c,
+                              const cuda::LocalLaunchOptions& options, const std::string& what) {
   const cuda::DriverApi& api = s.rt->api();
   CUstream st = s.stream.get();
   RETURN_IF_ERROR(s.tk->Fill(a, c.m * c.k, c.dtype, Seed(c.seed, 99, 0), st));
   RETURN_IF_ERROR(s.tk->Poison16(c_out, c.m * c.n, st));
-  RETURN_IF_ERROR(s.rt->LaunchLocal(bound, st));
+  RETURN_IF_ERROR(s.rt->LaunchLocal(bound, st, options));
   RETURN_IF_ERROR(s.tk->ReferenceGemm(a, b, ref, c.m, c.n, c.k, c.dtype, false, st));
   ASSIGN_OR_RETURN(auto got, Download16(api, c_out, c.m * c.n, st));
   ASSIGN_OR_RETURN(auto want, DownloadF32(api, ref, c.m * c.n, st));
-  return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol,
-                            "local launch after the failed one");
+  return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol, what);
+}
+
+absl::Status CheckDeviceUsable(Setup& s, cuda::BoundKernel& bound, CUdeviceptr a, CUdeviceptr b,
+                               CUdeviceptr c_out, CUdeviceptr ref, const WorkloadConfig& c) {
+  return CheckLocalLaunch(s, bound, a, b, c_out, ref, c, {}, "local launch after the failed one");
 }
 
 }  // namespace
@@ -233,6 +239,19 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
     return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol, "C = allgather(A) B^T");
   };
   absl::Status status = LaunchLoop(c, s, *bound, refill, check);
+  if (status.ok() && c.dynamic_tiles && c.killed_rank < 0 && c.absent_rank < 0) {
+    // The local variant claiming tiles from the group's counter: 3 CTAs over every tile, twice
+    // (the last CTA out resets the counter for the next launch). After every rank's last
+    // launch, since peers read this rank's `data`.
+    RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());
+    for (int i = 0; i < 2; ++i) {
+      RETURN_IF_ERROR(CheckLocalLaunch(s, *bound, data->local(), b.get(), out.get(), ref.get(), c,
+                                       {.ctas = 3, .dynamic_tiles = true},
+                                       absl::StrCat("local launch ", i,
+                                                    " dealing tiles from the "
+                                                    "group's counter")));
+    }
+  }
   if (c.killed_rank >= 0) {
     // No barrier with a dead rank: the survivor's own launch has ended (Sync returned), so its
     // buffers are free; the GPU must still run a local launch right.

@@ -31,7 +31,7 @@ __device__ void tiny_copy(Schedule& s, const T* X, T* Y, int rows, int cols) {
 
 extern "C" __global__ void __launch_bounds__(128)
 syncopate_local_tiny_copy_2ea584d0ee56f3aa(syncopate::FusedLaunchArgs args) {
-  syncopate::LocalSchedule schedule(3, 1, 1);
+  syncopate::LocalSchedule schedule(3, 1, 1, args.tile_counter);
   tiny_copy<syncopate::LocalSchedule, float, 3>(
       schedule,
       static_cast<float*>(args.operands[0])  /* X */,

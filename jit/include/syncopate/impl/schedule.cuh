@@ -97,8 +97,10 @@ SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const
 // Identity schedule: the kernel runs as an ordinary local kernel over all tiles.
 class LocalSchedule {
  public:
-  SYNCOPATE_DEVICE LocalSchedule(int tiles_m, int tiles_n, int group_m)
-      : tiles_m_(tiles_m), tiles_n_(tiles_n), group_m_(group_m) {}
+  // `tile_counter`: FusedLaunchArgs::tile_counter, for claim() (nullptr: a static deal).
+  SYNCOPATE_DEVICE LocalSchedule(int tiles_m, int tiles_n, int group_m,
+                                 unsigned* tile_counter = nullptr)
+      : tiles_m_(tiles_m), tiles_n_(tiles_n), group_m_(group_m), tile_counter_(tile_counter) {}
 
   SYNCOPATE_DEVICE int first() const { return blockIdx.x; }
   SYNCOPATE_DEVICE int stride() const { return gridDim.x; }
@@ -106,10 +108,24 @@ class LocalSchedule {
   SYNCOPATE_DEVICE int tiles_m() const { return tiles_m_; }
   SYNCOPATE_DEVICE int tiles_n() const { return tiles_n_; }
   SYNCOPATE_DEVICE Tile tile(int i) const { return SwizzleTile(i, tiles_m_, tiles_n_, group_m_); }
-  // As FusedSchedule::claim; a local launch deals statically (first, first + stride, ...).
+  // As FusedSchedule::claim: from the counter when the launch has one, else statically (first,
+  // first + stride, ...). Dynamic matters beside concurrent ranks even with no waits: a
+  // persistent grid whose CTAs need a whole SM each does not always start at once next to
+  // another process's kernels, and a late CTA's static share then runs after everyone else's
+  // (an unfused GEMM+ReduceScatter under MPS took 0.35-0.75 ms longer, bench/RESULTS.md).
   SYNCOPATE_DEVICE int claim() {
-    next_ = next_ < 0 ? first() : next_ + stride();
-    return next_ < num_tiles() ? next_ : -1;
+    if (tile_counter_ == nullptr) {
+      next_ = next_ < 0 ? first() : next_ + stride();
+      return next_ < num_tiles() ? next_ : -1;
+    }
+    const unsigned ticket = atomicAdd(tile_counter_, 1u);
+    if (ticket < static_cast<unsigned>(num_tiles())) return static_cast<int>(ticket);
+    if (atomicAdd(tile_counter_ + 1, 1u) + 1u == static_cast<unsigned>(stride())) {
+      // Every CTA holds its -1: reset for the next launch.
+      atomicExch(tile_counter_, 0u);
+      atomicExch(tile_counter_ + 1, 0u);
+    }
+    return -1;
   }
   SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done(const Tile&) const {}
@@ -127,7 +143,8 @@ class LocalSchedule {
   int tiles_m_;
   int tiles_n_;
   int group_m_;
-  int next_ = -1;  // claim's cursor
+  unsigned* tile_counter_;
+  int next_ = -1;  // claim's cursor (static deal)
 };
 
 // The overlap schedule. `Tables` (generated) provides:
