@@ -130,6 +130,7 @@ absl::Status CuError(CUresult result, const char* call_text, const char* file, i
                                         file, line);
   switch (result) {
     case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED:  // the MPS server's connection pool
       return absl::ResourceExhaustedError(message);
     case CUDA_ERROR_INVALID_VALUE:
     case CUDA_ERROR_INVALID_HANDLE:

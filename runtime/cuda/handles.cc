@@ -11,7 +11,11 @@ namespace syncopate::cuda {
 
 // ---- Context ----
 std::string RetainFailureHint(CUresult result, const char* connections_env) {
-  if (result != CUDA_ERROR_OUT_OF_MEMORY) return "";
+  // Out of memory is what a client that finds the pool full usually gets; the driver names the
+  // pool itself at other times (seen with 8 clients at 32 connections on an H100).
+  if (result != CUDA_ERROR_OUT_OF_MEMORY && result != CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED) {
+    return "";
+  }
   return absl::StrCat(
       " (if this process is an MPS client: the MPS server's clients share one pool of "
       "connections and each takes CUDA_DEVICE_MAX_CONNECTIONS=",

@@ -53,6 +53,19 @@ TEST(DriverTest, OutOfMemoryOnRetainPointsAtTheMpsConnectionPool) {
   EXPECT_THAT(hint, HasSubstr("MPS"));
   EXPECT_THAT(RetainFailureHint(CUDA_ERROR_OUT_OF_MEMORY, nullptr), HasSubstr("8 (unset)"));
   EXPECT_EQ(RetainFailureHint(CUDA_ERROR_INVALID_DEVICE, "32"), "");
+  EXPECT_THAT(RetainFailureHint(CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "32"),
+              HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=32"));
+}
+
+// Both ways a full MPS connection pool shows up are ResourceExhausted, the code on which the GPU
+// tests skip a world that does not fit (RanksFitOnGpu); an 8-rank world once failed instead,
+// its probe answered with the pool's own error.
+TEST(DriverTest, AFullMpsConnectionPoolIsResourceExhausted) {
+  EXPECT_EQ(CuError(CUDA_ERROR_OUT_OF_MEMORY, "c", "x.cc", 1).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(CuError(CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "c", "x.cc", 1).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(CuError(CUDA_ERROR_LAUNCH_FAILED, "c", "x.cc", 1).code(), absl::StatusCode::kInternal);
 }
 
 TEST(DriverTest, GpuAvailableGivesAReason) {
