@@ -12,7 +12,9 @@
 // Python check reports the slowest); each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,7 +95,26 @@ absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int re
   return static_cast<double>(ms) / static_cast<double>(reps);
 }
 
-// One rank's op and its zeroed inputs: a [max_m, k], w [n, k], out [max_m, n], on its own stream.
+// Deterministic values in [-1, 1) as bf16, from the rank's seed. Not zeros: a GEMM on zeros
+// draws less power and clocks higher (cuBLAS took 1.06-1.17 ms on zeros here against 1.22-1.40
+// ms from torch on random data, same GEMM and setup), so figures on zeros flatter the ops.
+absl::Status FillRandomBf16(const cuda::DriverApi& api, CUdeviceptr dst, int64_t elements,
+                            uint64_t seed) {
+  std::vector<uint16_t> host(static_cast<size_t>(elements));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint16_t& v : host) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    const float f = static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.0f;
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof(bits));
+    v = static_cast<uint16_t>(bits >> 16);
+  }
+  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(dst, host.data(), host.size() * sizeof(uint16_t)));
+  return absl::OkStatus();
+}
+
+// One rank's op and its inputs (random, FillRandomBf16): a [max_m, k], w [n, k], out [max_m, n],
+// on its own stream.
 struct RankSetup {
   std::unique_ptr<Op> op;
   const cuda::DriverApi* api = nullptr;
@@ -114,8 +135,8 @@ absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config
   ASSIGN_OR_RETURN(r.w, cuda::DeviceBuffer::Allocate(*r.api, b.n * b.k * 2));
   ASSIGN_OR_RETURN(r.out, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.n * 2));
   ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
-  CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.a.get(), 0, r.a.size(), r.stream.get()));
-  CU_RETURN_IF_ERROR(r.api->cuMemsetD8Async(r.w.get(), 0, r.w.size(), r.stream.get()));
+  RETURN_IF_ERROR(FillRandomBf16(*r.api, r.a.get(), b.max_m * b.k, 2 * rank + 1));
+  RETURN_IF_ERROR(FillRandomBf16(*r.api, r.w.get(), b.n * b.k, 2 * rank + 2));
   r.shard_in_workspace = b.shard_in_workspace;
   return r;
 }
@@ -177,6 +198,11 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     std::fflush(stdout);
   }
   for (int64_t m : b.ms) {
+    if (const CUdeviceptr shard = r.shard_in_workspace ? r.op->InputWorkspace(m) : 0; shard != 0) {
+      // The engine's activations, written where the op reads them (random, as `a` is).
+      CU_RETURN_IF_ERROR(
+          r.api->cuMemcpyAsync(shard, r.a.get(), m / b.world * k * 2, r.stream.get()));
+    }
     ASSIGN_OR_RETURN(double run_ms, TimeRuns(r, m, b.reps));
     ASSIGN_OR_RETURN(std::optional<double> graph_ms, TimeGraphReplays(r, m, b.reps));
     // The per-rank GEMM: AllGather's is on the gathered M rows; the reductions' on M rows.

@@ -270,9 +270,7 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   // Armed only now, for the launch Sync will watch: a launch captured meanwhile (ours or the
   // caller's) must not replace the gates of one still running.
   watch_.Arm(GatesToWatch(launch));
-  if (absl::Status issued = watch_.Issued(stream, timeouts.wait); !issued.ok()) {
-    return Break(issued);  // Sync would watch the previous launch's event
-  }
+  watch_.NoteLaunch(timeouts.wait);
   return absl::OkStatus();
 }
 
