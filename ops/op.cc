@@ -40,14 +40,6 @@ constexpr int kMinComputeCapability = 80;
 // NVRTC threads of a Create (each compile takes a core and a few hundred MB).
 constexpr int kMaxCompileThreads = 8;
 
-// The unfused path's transfers run alone, so they may take more CTAs than the runtime's default
-// (at most 16, which leaves the fused GEMM its slots). Measured (bench/RESULTS.md, 2026-12-06
-// eighth session; 8B TP=2, two ranks under MPS at 50%, M=8192): ReduceScatter 1.459 / 1.436 /
-// 1.417 ms and AllReduce 1.555 / 1.460 / 1.449 ms at 16 / 32 / 64 CTAs, and 128 twice as slow
-// (more CTAs than the rank's share of SMs holds at once). 32 stays below the SMs of a quarter
-// share (4 ranks on one GPU); OpConfig::comm_ctas overrides it.
-constexpr int kUnfusedCommCtas = 32;
-
 // SYNCOPATE_OPS_IN_PLACE=0 (a developer knob, for A/B runs): every run copies through the
 // workspace, as a padded M does, instead of pointing the GEMM at the caller's memory.
 bool InPlaceAllowed() {
@@ -362,9 +354,12 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
     return rt->Launch(*bound.gemm, stream, options);
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
-  if (options.comm_ctas == 0 && options.backend == cuda::Backend::kSm) {
-    options.comm_ctas = kUnfusedCommCtas;
-  }
+  // The transfers keep the runtime's default CTAs (DefaultCommCtas, at most 16) though they run
+  // alone here. 32 was 0.02-0.1 ms faster at M=8192 with 2 ranks under MPS, but with 8 ranks on
+  // the one GPU every rank's launch waited 20 s for chunks and aborted: the ranks' CTAs no longer
+  // fit on the GPU at once, and resident CTAs waited for chunks only unscheduled ones push
+  // (bench/RESULTS.md, 2026-12-06 eighth session). More needs a budget that counts the ranks
+  // sharing the GPU; OpConfig::comm_ctas sets it meanwhile.
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
     RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));
