@@ -13,6 +13,10 @@
 #   C. the unfused pair's parts from the tp bench: local GEMM and comm-only rows (history:
 #      local-gemm 1.20-1.48 ms, comm-only 0.213 ms at 8B TP=2 M=8192).
 # Logs under $OUT; about 3 minutes.
+# Run in session 8 (bench/RESULTS.md): neither A nor B. The local GEMM dealt its tiles statically,
+# and beside a concurrent rank a late CTA's share ran after everyone else's (ca04411: tiles
+# claimed from a counter). Kept as the A/B for this path; SYNCOPATE_OPS_IN_PLACE=0 copies A at
+# the bucket's own M too, for an A/B without changing M.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/gpu-modes.sh
