@@ -342,15 +342,17 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   options.backend = RuntimeBackend(v.path.backend);
   options.timeout = absl::Milliseconds(config.timeout_ms);
   options.comm_ctas = config.comm_ctas;
-  // Tiles claimed, not dealt: beside concurrent ranks not every CTA of a persistent grid starts
-  // at once, and a late CTA's static share ran after everyone else's (LocalSchedule::claim).
-  // One op's launches run in its stream's order, so they share the group's counter in turn.
-  options.dynamic_tiles = true;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
+  // The GEMMs claim their tiles, not a static deal: beside concurrent ranks not every CTA of a
+  // persistent grid starts at once, and a late CTA's static share ran after everyone else's
+  // (LocalSchedule::claim). One op's launches run in its stream's order, so they share the
+  // group's counter in turn. Not the unfused transfers: the comm-only kernel claims no tiles,
+  // and a counter would only make its comm CTAs join a compute deal it does not have.
   if (v.path.fused) {
     options.local_operands = gemm_operands;
+    options.dynamic_tiles = true;
     return rt->Launch(*bound.gemm, stream, options);
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};

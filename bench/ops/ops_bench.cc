@@ -137,6 +137,9 @@ absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config
   ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
   RETURN_IF_ERROR(FillRandomBf16(*r.api, r.a.get(), b.max_m * b.k, 2 * rank + 1));
   RETURN_IF_ERROR(FillRandomBf16(*r.api, r.w.get(), b.n * b.k, 2 * rank + 2));
+  // A copy from pageable memory may return before its DMA lands, and the bench's stream does
+  // not wait for the legacy stream's work.
+  CU_RETURN_IF_ERROR(r.api->cuCtxSynchronize());
   r.shard_in_workspace = b.shard_in_workspace;
   return r;
 }

@@ -93,7 +93,9 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   }
   g.epoch_ = epoch;
   g.watch_.Arm(Group::GatesToWatch(launch_));
-  g.watch_.NoteLaunch(timeouts_.wait);
+  if (absl::Status issued = g.watch_.Issued(stream, timeouts_.wait); !issued.ok()) {
+    return g.Break(issued);
+  }
   return absl::OkStatus();
 }
 

@@ -270,7 +270,9 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   // Armed only now, for the launch Sync will watch: a launch captured meanwhile (ours or the
   // caller's) must not replace the gates of one still running.
   watch_.Arm(GatesToWatch(launch));
-  watch_.NoteLaunch(timeouts.wait);
+  if (absl::Status issued = watch_.Issued(stream, timeouts.wait); !issued.ok()) {
+    return Break(issued);  // Sync would watch the previous launch's event
+  }
   return absl::OkStatus();
 }
 

@@ -12,13 +12,12 @@ namespace syncopate::cuda {
 absl::Status Group::Sync(CUstream stream) {
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  // The watch follows an event recorded now, after everything issued on `stream` (launches do
-  // not record one each). Also when nothing was issued by the host since the last Sync but the
-  // caller's graphs may have replayed captured launches on `stream`: their kernels write the
-  // progress words too, with the device's epoch, which names them.
+  // Nothing issued by the host since the last Sync, but the caller's graphs may have replayed
+  // captured launches on `stream`: watched the same way, from an event recorded now. Their
+  // kernels write the progress words too, with the device's epoch, which names them.
   // Once the device counts, the host's count names no launch: the last one to start does.
   const uint32_t watched_epoch = epoch_uncounted_ ? watch_.words().progress_entered : epoch_;
-  if (epoch_ != synced_epoch_ || (epoch_uncounted_ && !broken_)) {
+  if (epoch_ == synced_epoch_ && epoch_uncounted_ && !broken_) {
     RETURN_IF_ERROR(watch_.Issued(stream, watch_.last_wait()));
   }
   if (epoch_ != synced_epoch_ || epoch_uncounted_) {

@@ -44,11 +44,7 @@ class LaunchWatch {
 
   // The launch Watch() will follow has these copy-engine gates (null: not a copy-engine launch).
   void Arm(WatchedGates gates) { gates_.Arm(std::move(gates)); }
-  // A launch was issued with device waits of `wait`. Host only: the event Watch() polls is
-  // recorded by Issued, once per Sync rather than once per launch (a driver call off every
-  // launch's host time).
-  void NoteLaunch(absl::Duration wait) { last_wait_ = wait; }
-  // Everything issued on `stream` so far, with device waits of `wait`: what Watch() waits for.
+  // A launch was issued on `stream` with device waits of `wait`: what Watch() waits for.
   absl::Status Issued(CUstream stream, absl::Duration wait);
   // The device wait deadline of the last launch issued.
   absl::Duration last_wait() const { return last_wait_; }
@@ -71,7 +67,7 @@ class LaunchWatch {
 
   const DriverApi* api_ = nullptr;
   PinnedHostBuffer words_;                       // HostWords
-  Event launch_done_;                            // recorded by Issued, at Sync
+  Event launch_done_;                            // recorded after the last launch issued
   absl::Duration last_wait_ = absl::Seconds(2);  // the last launch's device wait deadline
   GateWatch gates_;  // the last copy-engine launch's gates, sampled while watching
 };

@@ -239,11 +239,14 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
     return CompareToReference(got, want, c.m, c.n, c.dtype, kRtol, kAtol, "C = allgather(A) B^T");
   };
   absl::Status status = LaunchLoop(c, s, *bound, refill, check);
-  if (status.ok() && c.dynamic_tiles && c.killed_rank < 0 && c.absent_rank < 0) {
+  if (c.dynamic_tiles && c.killed_rank < 0 && c.absent_rank < 0) {
     // The local variant claiming tiles from the group's counter: 3 CTAs over every tile, twice
     // (the last CTA out resets the counter for the next launch). After every rank's last
-    // launch, since peers read this rank's `data`.
-    RETURN_IF_ERROR(s.rt->group().rendezvous().Barrier());
+    // launch, since peers read this rank's `data`; every rank reaches the barrier, so one
+    // rank's failure keeps nobody waiting there.
+    const absl::Status met = s.rt->group().rendezvous().Barrier();
+    if (!status.ok()) return status;
+    RETURN_IF_ERROR(met);
     for (int i = 0; i < 2; ++i) {
       RETURN_IF_ERROR(CheckLocalLaunch(s, *bound, data->local(), b.get(), out.get(), ref.get(), c,
                                        {.ctas = 3, .dynamic_tiles = true},
