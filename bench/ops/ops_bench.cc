@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/flags.h"
+#include "core/base/half_float.h"
 #include "core/base/status_macros.h"
 #include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
@@ -104,10 +104,7 @@ absl::Status FillRandomBf16(const cuda::DriverApi& api, CUdeviceptr dst, int64_t
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   for (uint16_t& v : host) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
-    const float f = static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.0f;
-    uint32_t bits = 0;
-    std::memcpy(&bits, &f, sizeof(bits));
-    v = static_cast<uint16_t>(bits >> 16);
+    v = FloatToBf16(static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.0f);
   }
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(dst, host.data(), host.size() * sizeof(uint16_t)));
   return absl::OkStatus();

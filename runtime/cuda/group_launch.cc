@@ -182,8 +182,7 @@ absl::Status Group::SkipEpochsForTesting(uint32_t count, CUstream stream) {
     return absl::FailedPreconditionError(
         "SkipEpochsForTesting: a launch is not synced yet, or the device holds the count");
   }
-  uint32_t epoch = epoch_ + count;
-  if (epoch == 0) epoch = 1;  // 0 is never an epoch (NextEpoch)
+  const uint32_t epoch = NextEpoch(epoch_ + count - 1);  // `count` on, skipping 0 as launches do
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
   CU_RETURN_IF_ERROR(

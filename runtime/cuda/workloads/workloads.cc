@@ -248,11 +248,10 @@ absl::Status RunAllGatherGemm(const WorkloadConfig& c) {
     if (!status.ok()) return status;
     RETURN_IF_ERROR(met);
     for (int i = 0; i < 2; ++i) {
-      RETURN_IF_ERROR(CheckLocalLaunch(s, *bound, data->local(), b.get(), out.get(), ref.get(), c,
-                                       {.ctas = 3, .dynamic_tiles = true},
-                                       absl::StrCat("local launch ", i,
-                                                    " dealing tiles from the "
-                                                    "group's counter")));
+      RETURN_IF_ERROR(CheckLocalLaunch(
+          s, *bound, data->local(), b.get(), out.get(), ref.get(), c,
+          {.ctas = 3, .dynamic_tiles = true},
+          absl::StrCat("local launch ", i, " dealing tiles from the group's counter")));
     }
   }
   if (c.killed_rank >= 0) {

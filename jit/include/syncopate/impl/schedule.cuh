@@ -94,6 +94,20 @@ SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const
   }
 }
 
+// Dynamic dealing over a launch's two-word tile counter (FusedLaunchArgs::tile_counter), for
+// both schedules' claim(): word 0 hands out tile indices in order; once they run out, each of
+// the `participants` CTAs takes its -1 and counts itself in word 1, and the last one resets both
+// for the next launch (every participant holds its -1: nobody claims again in this launch).
+SYNCOPATE_DEVICE int ClaimFromCounter(unsigned* counter, int num_tiles, int participants) {
+  const unsigned ticket = atomicAdd(counter, 1u);
+  if (ticket < static_cast<unsigned>(num_tiles)) return static_cast<int>(ticket);
+  if (atomicAdd(counter + 1, 1u) + 1u == static_cast<unsigned>(participants)) {
+    atomicExch(counter, 0u);
+    atomicExch(counter + 1, 0u);
+  }
+  return -1;
+}
+
 // Identity schedule: the kernel runs as an ordinary local kernel over all tiles.
 class LocalSchedule {
  public:
@@ -118,14 +132,7 @@ class LocalSchedule {
       next_ = next_ < 0 ? first() : next_ + stride();
       return next_ < num_tiles() ? next_ : -1;
     }
-    const unsigned ticket = atomicAdd(tile_counter_, 1u);
-    if (ticket < static_cast<unsigned>(num_tiles())) return static_cast<int>(ticket);
-    if (atomicAdd(tile_counter_ + 1, 1u) + 1u == static_cast<unsigned>(stride())) {
-      // Every CTA holds its -1: reset for the next launch.
-      atomicExch(tile_counter_, 0u);
-      atomicExch(tile_counter_ + 1, 0u);
-    }
-    return -1;
+    return ClaimFromCounter(tile_counter_, num_tiles(), stride());
   }
   SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done(const Tile&) const {}
@@ -209,14 +216,7 @@ class FusedSchedule {
       next_ = next_ < 0 ? first() : next_ + stride();
       return next_ < Tables::kNumTiles ? next_ : -1;
     }
-    const unsigned ticket = atomicAdd(args_.tile_counter, 1u);
-    if (ticket < static_cast<unsigned>(Tables::kNumTiles)) return static_cast<int>(ticket);
-    if (atomicAdd(args_.tile_counter + 1, 1u) + 1u == static_cast<unsigned>(stride())) {
-      // Every participant holds its -1: nobody claims again in this launch.
-      atomicExch(args_.tile_counter, 0u);
-      atomicExch(args_.tile_counter + 1, 0u);
-    }
-    return -1;
+    return ClaimFromCounter(args_.tile_counter, Tables::kNumTiles, stride());
   }
   SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
   SYNCOPATE_DEVICE int tiles_n() const { return Tables::kTilesN; }
