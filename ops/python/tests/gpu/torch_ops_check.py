@@ -391,14 +391,20 @@ def setup_symm_mem(ctx):
         ctx.say(f"symm_mem unusable here ({errs[0]}): host barriers only; symm_mem rows say why")
 
 
+def line_up(ctx):
+    """Every rank idle and at the same point: host barrier, then (where symm_mem works) a
+    device-side one, so every rank's stream starts together."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    if ctx.sync is not None:
+        ctx.sync.barrier(channel=1)
+
+
 def bench(ctx, fn):
     """Median of --reps CUDA-event times on torch's current stream, ranks lined up first."""
     times = []
     for i in range(ctx.a.warmup + ctx.a.reps):
-        torch.cuda.synchronize()
-        dist.barrier()
-        if ctx.sync is not None:
-            ctx.sync.barrier(channel=1)  # device-side: every rank's stream starts together
+        line_up(ctx)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -414,10 +420,7 @@ def bench_back_to_back(ctx, fn):
     --warmup runs, ranks lined up once: the host's cost per call shows when it cannot keep ahead
     of the GPU. The method of ops_bench's `run ms`, so the two compare (bench()'s medians of
     single lined-up runs do not)."""
-    torch.cuda.synchronize()
-    dist.barrier()
-    if ctx.sync is not None:
-        ctx.sync.barrier(channel=1)
+    line_up(ctx)
     for _ in range(ctx.a.warmup):
         fn()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
