@@ -356,12 +356,9 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
     return rt->Launch(*bound.gemm, stream, options);
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
-  // The transfers keep the runtime's default CTAs (DefaultCommCtas, at most 16) though they run
-  // alone here. 32 was 0.02-0.1 ms faster at M=8192 with 2 ranks under MPS, but with 8 ranks on
-  // the one GPU every rank's launch waited 20 s for chunks and aborted: the ranks' CTAs no longer
-  // fit on the GPU at once, and resident CTAs waited for chunks only unscheduled ones push
-  // (bench/RESULTS.md, 2026-12-06 eighth session). More needs a budget that counts the ranks
-  // sharing the GPU; OpConfig::comm_ctas sets it meanwhile.
+  // The transfers run alone here: more comm CTAs than a fused kernel spares the GEMM, as many
+  // as ranks sharing this GPU leave room for (TransfersAloneCommCtas says why that matters).
+  if (config.comm_ctas == 0) options.comm_ctas = rt->TransfersAloneCommCtas(*v.comm);
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
     RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));

@@ -205,6 +205,8 @@ class Runner {
   absl::Status MeasureUnfused(ProblemRun& run);
   // The launch options of backend "ce" or "sm" from the flags.
   cuda::LaunchOptions LaunchOptionsFor(const std::string& backend) const;
+  // For `v`'s comm-only kernel, which runs alone: the ops' unfused comm CTAs (SM backend).
+  cuda::LaunchOptions TransfersAloneOptionsFor(const std::string& backend, const Variant& v) const;
   // CTAs in `pct` percent of this rank's SMs (at least one).
   int GridCtas(int pct) const;
   // The copy-engine backend moves copies only: a plan that reduces gets an "unsupported" row
@@ -685,6 +687,13 @@ cuda::LaunchOptions Runner::LaunchOptionsFor(const std::string& backend) const {
   return lo;
 }
 
+cuda::LaunchOptions Runner::TransfersAloneOptionsFor(const std::string& backend,
+                                                     const Variant& v) const {
+  cuda::LaunchOptions lo = LaunchOptionsFor(backend);
+  if (lo.backend == Backend::kSm) lo.comm_ctas = rt_->TransfersAloneCommCtas(*v.comm);
+  return lo;
+}
+
 int Runner::GridCtas(int pct) const {
   return std::max(1, rt_->group().context().sm_count() * pct / 100);
 }
@@ -813,7 +822,7 @@ absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b
   ResultRow r = RowFor(p, "comm-only");
   r.backend = b;
   r.chunks = v.chunks;
-  const cuda::LaunchOptions lo = LaunchOptionsFor(b);
+  const cuda::LaunchOptions lo = TransfersAloneOptionsFor(b, v);
   auto launch = [&] { return rt_->Launch(*v.comm_bound, stream(), lo); };
   std::function<absl::Status()> prepare;
   if (reduce) prepare = [&] { return RestorePartial(p); };
@@ -903,8 +912,8 @@ absl::Status Runner::MeasureUnfused(ProblemRun& run) {
   ResultRow r = RowFor(p, "unfused");
   r.backend = run.best_backend;
   r.chunks = run.best_comm->chunks;
-  const cuda::LaunchOptions lo = LaunchOptionsFor(run.best_backend);
   const Variant* v = run.best_comm;
+  const cuda::LaunchOptions lo = TransfersAloneOptionsFor(run.best_backend, *v);
   auto launch = [&]() -> absl::Status {
     if (is_ag(p)) {
       RETURN_IF_ERROR(rt_->Launch(*v->comm_bound, stream(), lo));

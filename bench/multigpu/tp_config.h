@@ -64,7 +64,8 @@ struct BenchFlags {
   int ce_free_ctas = -1;   // copy engine: CTA slots left for the driver's copies (-1: default)
   bool ce_prefer_dma = true;  // copy engine: copies ask for the copy engines (LaunchOptions)
   // SM backend: comm CTA counts to measure the fused kernel with (0: DefaultCommCtas). Comm-only
-  // always runs at the default: it is the reference, not a variant.
+  // and unfused always run at the ops' count for transfers alone (TransfersAloneCommCtas): they
+  // are the reference and the fallback, not variants.
   std::vector<int> comm_ctas = {0};
   // Grid size as a percentage of the SMs this rank sees (the GEMM runs one CTA per SM): extra
   // local-gemm and fused SM rows below 100 show whether a grid that does not fill the rank's

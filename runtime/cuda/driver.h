@@ -28,6 +28,7 @@ namespace syncopate::cuda {
   X(cuDeviceGetCount)                            \
   X(cuDeviceGetAttribute)                        \
   X(cuDeviceGetName)                             \
+  X(cuDeviceGetUuid)                             \
   X(cuDevicePrimaryCtxRetain)                    \
   X(cuDevicePrimaryCtxRelease)                   \
   X(cuCtxCreate)                                 \

@@ -24,6 +24,20 @@ const char* BackendName(Backend backend) {
   return "?";
 }
 
+namespace {
+
+// The rendezvous' ranks whose device has this rank's device UUID (collective).
+absl::StatusOr<int> CountRanksOnDevice(const Context& context, Rendezvous& rendezvous) {
+  CUuuid uuid{};
+  CU_RETURN_IF_ERROR(context.api().cuDeviceGetUuid(&uuid, context.device()));
+  const std::string mine(uuid.bytes, sizeof(uuid.bytes));
+  ASSIGN_OR_RETURN(std::vector<PeerMessage> all, rendezvous.AllGather(mine));
+  return static_cast<int>(std::count_if(all.begin(), all.end(),
+                                        [&mine](const PeerMessage& m) { return m.bytes == mine; }));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Group>> Group::Create(const GroupOptions& options) {
   if (options.world_size < 1 || options.world_size > kMaxRanks) {
     return absl::InvalidArgumentError(
@@ -80,6 +94,7 @@ absl::Status Group::Init() {
   }
   if (!connected.ok()) return connected.status();
   rendezvous_ = *std::move(connected);
+  ASSIGN_OR_RETURN(ranks_on_device_, CountRanksOnDevice(context_, *rendezvous_));
   heap_ = std::make_unique<SymmetricHeap>(context_, *rendezvous_, members, world_size());
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));

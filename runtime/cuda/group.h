@@ -190,6 +190,9 @@ class Group {
   // rank -> node (never empty: all zeros for a single-node group).
   const std::vector<int>& nodes() const { return nodes_; }
   bool same_node(int r) const { return nodes_[r] == nodes_[rank()]; }
+  // This node's ranks on this rank's GPU (itself included; by device UUID): more than one where
+  // ranks share a GPU (time-sliced or MPS clients), whose CTAs then compete for its SMs.
+  int ranks_on_device() const { return ranks_on_device_; }
   const Context& context() const { return context_; }
   const DriverApi& api() const { return context_.api(); }
   SymmetricHeap& heap() { return *heap_; }
@@ -329,6 +332,7 @@ class Group {
   uint32_t epoch_ = 0;              // epoch of the last launch issued
   uint32_t synced_epoch_ = 0;
   bool single_node_ = true;
+  int ranks_on_device_ = 1;
   // A launch went into a graph the caller replays: the host no longer knows the device's epoch
   // count, so every later launch takes the device epoch (DeviceEpoch), and CaptureGraph() of a
   // copy-engine launch is refused.

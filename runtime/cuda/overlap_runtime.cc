@@ -234,6 +234,14 @@ int DefaultCommCtas(int channels, int resident) {
   return std::max(channels, budget / channels * channels);
 }
 
+int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device) {
+  constexpr int kMaxCommCtas = 32;
+  channels = std::max(channels, 1);
+  const int share = resident / std::max(ranks_on_device, 1) - 1;  // less the control CTA
+  const int budget = std::min(kMaxCommCtas, share) / channels * channels;
+  return std::max(channels, budget);
+}
+
 int DefaultCopyEngineFreeCtas(int resident) { return std::max(1, resident / 32); }
 
 namespace {
@@ -385,6 +393,12 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
                                                                  const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
   return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas)};
+}
+
+int OverlapRuntime::TransfersAloneCommCtas(const FusedKernel& k) const {
+  return cuda::TransfersAloneCommCtas(k.metadata().suggested_comm_ctas,
+                                      k.fused_ctas_per_sm_ * group_->context().sm_count(),
+                                      group_->ranks_on_device());
 }
 
 absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {

@@ -45,6 +45,15 @@ namespace syncopate::cuda {
 // (`channels`, each channel's steps split over its CTAs), up to 16 and an eighth of `resident`.
 int DefaultCommCtas(int channels, int resident);
 
+// SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused
+// sequence's transfers), when the caller sets none: up to 32 (a multiple of `channels`), as
+// many as fit with one control CTA in this rank's part of the GPU's `resident` slots when
+// `ranks_on_device` ranks share it. Alone, 32 moved an 8B M=8192 ReduceScatter 0.02-0.1 ms
+// faster than DefaultCommCtas' 16; but ranks sharing one GPU wait on each other's comm CTAs,
+// and 8 ranks of 32 (264 CTAs for 132 slots) waited for chunks until their deadline
+// (bench/RESULTS.md, 2026-12-06 eighth session).
+int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
+
 // CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.
 //
 // Why: the driver may run a device-to-device cuMemcpyAsync as a kernel on the SMs (it does on
@@ -223,6 +232,9 @@ class OverlapRuntime {
     int comm_ctas = 0;
   };
   absl::StatusOr<Geometry> GridOf(BoundKernel& bound, const LaunchOptions& options);
+  // TransfersAloneCommCtas for `kernel` on this rank's GPU: the comm CTAs to launch a kernel
+  // that computes nothing with (set LaunchOptions::comm_ctas to it).
+  int TransfersAloneCommCtas(const FusedKernel& kernel) const;
   // Waits for every launch on `stream`; DeadlineExceeded names the peer that did not deliver.
   absl::Status Sync(CUstream stream) { return group_->Sync(stream); }
   // One launch captured into a CUDA graph; each Replay() is the next launch (group.h).

@@ -21,6 +21,11 @@ constexpr size_t kWords = (3u << 20) / 4;  // not a multiple of the 2 MiB granul
 
 absl::Status PeerMappingsSeeEachOther(const std::string& group, int rank, int world) {
   ASSIGN_OR_RETURN(auto g, Group::Create({group, rank, world}));
+  // Every rank opened ordinal 0: all of them share its GPU.
+  if (g->ranks_on_device() != world) {
+    return absl::InternalError(absl::StrCat("rank ", rank, " counts ", g->ranks_on_device(),
+                                            " ranks on its GPU, not all ", world));
+  }
   const DriverApi& api = g->api();
   ASSIGN_OR_RETURN(SymmetricBuffer * buf, g->heap().Allocate("buf", kWords * 4));
   ASSIGN_OR_RETURN(SymmetricBuffer * inbox, g->heap().Allocate("inbox", world * 4096));

@@ -1,0 +1,43 @@
+// How many comm CTAs the SM backend launches when the caller sets none: DefaultCommCtas beside a
+// GEMM, TransfersAloneCommCtas for transfers alone (overlap_runtime.h says why each).
+#include <gtest/gtest.h>
+
+#include "runtime/cuda/overlap_runtime.h"
+
+namespace syncopate::cuda {
+namespace {
+
+TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteenInWholeChannels) {
+  EXPECT_EQ(DefaultCommCtas(1, 132), 16);
+  EXPECT_EQ(DefaultCommCtas(3, 132), 15);  // 5 CTAs per channel
+  EXPECT_EQ(DefaultCommCtas(1, 64), 8);
+  EXPECT_EQ(DefaultCommCtas(4, 8), 4);  // never fewer than one CTA per channel
+}
+
+TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
+  EXPECT_EQ(TransfersAloneCommCtas(1, 132, 1), 32);
+  EXPECT_EQ(TransfersAloneCommCtas(2, 132, 1), 32);
+  EXPECT_EQ(TransfersAloneCommCtas(3, 132, 1), 30);  // whole channels
+}
+
+TEST(TransfersAloneCommCtasTest, RanksSharingAGpuFitTheirCommAndControlCtasTogether) {
+  // 8 ranks of 32 comm CTAs on one 132-SM GPU waited on each other until their deadline; every
+  // count here keeps (comm + 1 control) x ranks within the resident slots.
+  for (int ranks : {2, 3, 4, 8}) {
+    const int comm = TransfersAloneCommCtas(1, 132, ranks);
+    EXPECT_LE((comm + 1) * ranks, 132) << ranks << " ranks";
+    EXPECT_GE(comm, 1);
+  }
+  EXPECT_EQ(TransfersAloneCommCtas(1, 132, 2), 32);
+  EXPECT_EQ(TransfersAloneCommCtas(1, 132, 4), 32);
+  EXPECT_EQ(TransfersAloneCommCtas(1, 132, 8), 15);
+  EXPECT_EQ(TransfersAloneCommCtas(2, 132, 8), 14);
+}
+
+TEST(TransfersAloneCommCtasTest, AGpuTooSmallForEveryRankStillGetsOneCtaPerChannel) {
+  EXPECT_EQ(TransfersAloneCommCtas(2, 8, 8), 2);
+  EXPECT_EQ(TransfersAloneCommCtas(1, 0, 1), 1);
+}
+
+}  // namespace
+}  // namespace syncopate::cuda
