@@ -246,6 +246,53 @@ absl::Status CheckExtraOptions(const CompileOptions& options) {
   return absl::OkStatus();
 }
 
+// NVRTC's command line for `target` (resolved) under `options`.
+std::vector<std::string> CompileArgs(const std::string& target, const CompileOptions& options) {
+  std::vector<std::string> args;
+  args.push_back(absl::StrCat("--gpu-architecture=", target));
+  // Includes resolve only against `headers` and `include_paths`: by default NVRTC also searches
+  // the program's directory, which for an in-memory program is the process's working directory,
+  // a place no cache key covers and a caller of the daemon must not reach.
+  args.push_back("--no-source-include");
+  for (const std::string& dir : options.include_paths) {
+    args.push_back(absl::StrCat("--include-path=", dir));
+  }
+  args.insert(args.end(), options.extra_options.begin(), options.extra_options.end());
+  return args;
+}
+
+// The compiled program's binary (PTX or CUBIN, by kernel.is_ptx) and the lowered names of
+// options.name_expressions, into `kernel`.
+absl::Status ReadOutputs(Program& program, const CompileOptions& options, CompiledKernel& kernel) {
+  size_t size = 0;
+  if (kernel.is_ptx) {
+    nvrtcResult r = nvrtcGetPTXSize(program.get(), &size);
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetPTXSize", options.program_name);
+    kernel.binary.resize(size);
+    r = nvrtcGetPTX(program.get(), kernel.binary.data());
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetPTX", options.program_name);
+    // The size includes the terminating NUL; PTX is text.
+    while (!kernel.binary.empty() && kernel.binary.back() == '\0') kernel.binary.pop_back();
+  } else {
+    nvrtcResult r = nvrtcGetCUBINSize(program.get(), &size);
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetCUBINSize", options.program_name);
+    kernel.binary.resize(size);
+    r = nvrtcGetCUBIN(program.get(), kernel.binary.data());
+    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetCUBIN", options.program_name);
+  }
+  for (const std::string& name : options.name_expressions) {
+    const char* lowered = nullptr;
+    nvrtcResult r = nvrtcGetLoweredName(program.get(), name.c_str(), &lowered);
+    if (r != NVRTC_SUCCESS || lowered == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("name expression '", name, "' has no lowered name in program '",
+                       options.program_name, "': ", nvrtcGetErrorString(r)));
+    }
+    kernel.lowered_names[name] = lowered;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Arch> ParseArch(const std::string& arch) {
@@ -313,16 +360,7 @@ absl::StatusOr<CompiledKernel> Compile(const std::string& source, const CompileO
     }
   }
 
-  std::vector<std::string> args;
-  args.push_back(absl::StrCat("--gpu-architecture=", target));
-  // Includes resolve only against `headers` and `include_paths`: by default NVRTC also searches
-  // the program's directory, which for an in-memory program is the process's working directory,
-  // a place no cache key covers and a caller of the daemon must not reach.
-  args.push_back("--no-source-include");
-  for (const std::string& dir : options.include_paths) {
-    args.push_back(absl::StrCat("--include-path=", dir));
-  }
-  args.insert(args.end(), options.extra_options.begin(), options.extra_options.end());
+  const std::vector<std::string> args = CompileArgs(target, options);
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
 
@@ -371,32 +409,7 @@ absl::StatusOr<CompiledKernel> Compile(const std::string& source, const CompileO
   kernel.log = std::move(log);
   kernel.compile_ms = compile_ms;
   kernel.nvrtc_version = NvrtcVersion();
-  size_t size = 0;
-  if (is_ptx) {
-    nvrtcResult r = nvrtcGetPTXSize(program.get(), &size);
-    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetPTXSize", options.program_name);
-    kernel.binary.resize(size);
-    r = nvrtcGetPTX(program.get(), kernel.binary.data());
-    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetPTX", options.program_name);
-    // The size includes the terminating NUL; PTX is text.
-    while (!kernel.binary.empty() && kernel.binary.back() == '\0') kernel.binary.pop_back();
-  } else {
-    nvrtcResult r = nvrtcGetCUBINSize(program.get(), &size);
-    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetCUBINSize", options.program_name);
-    kernel.binary.resize(size);
-    r = nvrtcGetCUBIN(program.get(), kernel.binary.data());
-    if (r != NVRTC_SUCCESS) return NvrtcError(r, "nvrtcGetCUBIN", options.program_name);
-  }
-  for (const std::string& name : options.name_expressions) {
-    const char* lowered = nullptr;
-    nvrtcResult r = nvrtcGetLoweredName(program.get(), name.c_str(), &lowered);
-    if (r != NVRTC_SUCCESS || lowered == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("name expression '", name, "' has no lowered name in program '",
-                       options.program_name, "': ", nvrtcGetErrorString(r)));
-    }
-    kernel.lowered_names[name] = lowered;
-  }
+  RETURN_IF_ERROR(ReadOutputs(program, options, kernel));
   return kernel;
 }
 
