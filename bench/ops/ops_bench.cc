@@ -19,17 +19,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/flags.h"
-#include "core/base/half_float.h"
 #include "core/base/status_macros.h"
 #include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/workloads/multiprocess.h"
+#include "runtime/cuda/workloads/test_kernels.h"
 #include "runtime/gemm/cublas_lib.h"
 #include "syncopate/ops.h"
 #include "syncopate/status_absl.h"
@@ -95,23 +97,7 @@ absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int re
   return static_cast<double>(ms) / static_cast<double>(reps);
 }
 
-// Deterministic values in [-1, 1) as bf16, from the rank's seed. Not zeros: a GEMM on zeros
-// draws less power and clocks higher (cuBLAS took 1.06-1.17 ms on zeros here against 1.22-1.40
-// ms from torch on random data, same GEMM and setup), so figures on zeros flatter the ops.
-absl::Status FillRandomBf16(const cuda::DriverApi& api, CUdeviceptr dst, int64_t elements,
-                            uint64_t seed) {
-  std::vector<uint16_t> host(static_cast<size_t>(elements));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint16_t& v : host) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
-    v = FloatToBf16(static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.0f);
-  }
-  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(dst, host.data(), host.size() * sizeof(uint16_t)));
-  return absl::OkStatus();
-}
-
-// One rank's op and its inputs (random, FillRandomBf16): a [max_m, k], w [n, k], out [max_m, n],
-// on its own stream.
+// One rank's op and its inputs: a [max_m, k], w [n, k], out [max_m, n], on its own stream.
 struct RankSetup {
   std::unique_ptr<Op> op;
   const cuda::DriverApi* api = nullptr;
@@ -132,11 +118,18 @@ absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config
   ASSIGN_OR_RETURN(r.w, cuda::DeviceBuffer::Allocate(*r.api, b.n * b.k * 2));
   ASSIGN_OR_RETURN(r.out, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.n * 2));
   ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
-  RETURN_IF_ERROR(FillRandomBf16(*r.api, r.a.get(), b.max_m * b.k, 2 * rank + 1));
-  RETURN_IF_ERROR(FillRandomBf16(*r.api, r.w.get(), b.n * b.k, 2 * rank + 2));
-  // A copy from pageable memory may return before its DMA lands, and the bench's stream does
-  // not wait for the legacy stream's work.
-  CU_RETURN_IF_ERROR(r.api->cuCtxSynchronize());
+  // Random inputs, not zeros: a GEMM on zeros draws less power and clocks higher (cuBLAS took
+  // 1.06-1.17 ms on zeros here against 1.22-1.40 ms from torch on random data, same GEMM and
+  // setup), so figures on zeros flatter the ops. Filled on the device, as the tp bench does: the
+  // host fill copied from pageable memory before it crashed rank 0 on the H100 every time
+  // (signal 11, 2026-12-06; not traced, the failure signal handler in main now prints a stack).
+  ASSIGN_OR_RETURN(cuda::Context context, cuda::Context::Retain(0));
+  ASSIGN_OR_RETURN(workloads::TestKernels fill, workloads::TestKernels::Load(context));
+  RETURN_IF_ERROR(
+      fill.Fill(r.a.get(), b.max_m * b.k, plan::DType::kBF16, 2 * rank + 1, r.stream.get()));
+  RETURN_IF_ERROR(
+      fill.Fill(r.w.get(), b.n * b.k, plan::DType::kBF16, 2 * rank + 2, r.stream.get()));
+  RETURN_IF_ERROR(r.stream.Synchronize());
   r.shard_in_workspace = b.shard_in_workspace;
   return r;
 }
@@ -362,6 +355,9 @@ absl::Status Main(int argc, char** argv) {
 }  // namespace syncopate::ops
 
 int main(int argc, char** argv) {
+  // A crashing rank prints its stack (the forked ranks inherit the handler).
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler({});
   const absl::Status s = syncopate::ops::Main(argc, argv);
   if (!s.ok()) std::fprintf(stderr, "ops_bench: %s\n", s.ToString().c_str());
   return s.ok() ? 0 : 1;
