@@ -7,7 +7,8 @@ expired, the rank that did not deliver named in the note) or computed wrong elem
   stall_summary.py --self-test
 
 A variant's launches are its comm-only, fused and unfused rows (each `launches` reps); the local
-GEMM and cuBLAS rows have no protocol and are left out. Prints a markdown table; exits 1 when any
+GEMM and cuBLAS rows have no protocol and are left out, and so are "unsupported" rows (a plan
+the backend cannot run, e.g. a reduction on the copy engine: nothing was launched). Prints a markdown table; exits 1 when any
 variant stalled or failed, 0 when every one passed.
 """
 import argparse
@@ -31,7 +32,7 @@ def summarize(paths, launches):
         mode, world = m["mode"].replace("_", ":"), int(m["world"])
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
-                if r["impl"] not in PROTOCOL_IMPLS:
+                if r["impl"] not in PROTOCOL_IMPLS or r["check"] == "unsupported":
                     continue
                 key = (mode, world, r["backend"], int(r["chunks"]))
                 s = out.setdefault(key, [0, 0, 0, 0, ""])
@@ -71,6 +72,7 @@ def self_test():
             f.write("syncopate,ag,m,2048,1,1,1,4,ce,1,-1,error,rank 0 waited 2000 ms\n")
             f.write("syncopate,ag,m,2048,1,1,1,4,sm,2,1.0,pass,\n")
             f.write("unfused,rs,m,2048,1,1,1,4,sm,2,1.0,fail,3 wrong elements\n")
+            f.write("comm-only,rs,m,2048,1,1,1,4,ce,1,,unsupported,copy-engine backend moves copies only\n")
         s = summarize([p], 10)
         assert set(s) == {("mps:8", 4, "ce", 1), ("mps:8", 4, "sm", 2)}, s
         assert s[("mps:8", 4, "ce", 1)][:4] == [2, 1, 1, 0], s
