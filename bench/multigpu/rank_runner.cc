@@ -266,6 +266,13 @@ absl::Status Runner::Init(const std::string& group_id, const std::vector<Problem
   go.rendezvous_timeout = absl::Seconds(120);
   ASSIGN_OR_RETURN(rt_, cuda::OverlapRuntime::Join(go, cache_.get()));
   ASSIGN_OR_RETURN(stream_, cuda::Stream::Create(api()));
+  if (rank_ == 0) {
+    const cuda::Context& ctx = rt_->group().context();
+    // Under MPS with an active thread percentage the count is the client's share, not the GPU's.
+    std::printf("rank 0: %d SMs seen, %d ranks on its GPU\n", ctx.sm_count(),
+                rt_->group().ranks_on_device());
+    std::fflush(stdout);
+  }
   ASSIGN_OR_RETURN(workloads::TestKernels tk, workloads::TestKernels::Load(rt_->group().context()));
   tk_ = std::make_unique<workloads::TestKernels>(std::move(tk));
   ASSIGN_OR_RETURN(CheckKernels ck, CheckKernels::Load(rt_->group().context()));

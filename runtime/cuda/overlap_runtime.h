@@ -47,11 +47,14 @@ int DefaultCommCtas(int channels, int resident);
 
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused
 // sequence's transfers), when the caller sets none: up to 32 (a multiple of `channels`), as
-// many as fit with one control CTA in this rank's part of the GPU's `resident` slots when
-// `ranks_on_device` ranks share it. Alone, 32 moved an 8B M=8192 ReduceScatter 0.02-0.1 ms
-// faster than DefaultCommCtas' 16; but ranks sharing one GPU wait on each other's comm CTAs,
-// and 8 ranks of 32 (264 CTAs for 132 slots) waited for chunks until their deadline
-// (bench/RESULTS.md, 2026-12-06 eighth session).
+// many as fit with one control CTA in this rank's part of the `resident` slots it sees when
+// `ranks_on_device` ranks share the GPU. Alone, 32 moved an 8B M=8192 ReduceScatter 10% faster
+// than DefaultCommCtas' 16; but 8 ranks of 32 on one GPU as MPS clients waited for chunks
+// until their deadline (bench/RESULTS.md, 2026-12-06 eighth session): a rank's comm CTAs wait
+// on each other's chunks and must all be resident. Under MPS with an active thread percentage
+// the SMs a client sees are already its share, so the division is conservative there (8
+// clients at 12% get 3, 2 at 50% get 32); it is what keeps ranks that share all SMs (MPS
+// without a percentage) resident together.
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 
 // CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.

@@ -21,8 +21,8 @@ TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
 }
 
 TEST(TransfersAloneCommCtasTest, RanksSharingAGpuFitTheirCommAndControlCtasTogether) {
-  // 8 ranks of 32 comm CTAs on one 132-SM GPU waited on each other until their deadline; every
-  // count here keeps (comm + 1 control) x ranks within the resident slots.
+  // 8 ranks of 32 comm CTAs on one GPU waited for chunks until their deadline; every count here
+  // keeps (comm + 1 control) x ranks within the resident slots.
   for (int ranks : {2, 3, 4, 8}) {
     const int comm = TransfersAloneCommCtas(1, 132, ranks);
     EXPECT_LE((comm + 1) * ranks, 132) << ranks << " ranks";
