@@ -355,9 +355,11 @@ absl::Status Main(int argc, char** argv) {
 }  // namespace syncopate::ops
 
 int main(int argc, char** argv) {
-  // A crashing rank prints its stack (the forked ranks inherit the handler).
+  // A crashing rank prints its stack (the forked ranks inherit the handler), then dies of the
+  // same signal, which RunRanks reports. No alarm: a slow symbolizer must not turn the signal
+  // into SIGABRT (the rank's deadline still kills a handler that hangs).
   absl::InitializeSymbolizer(argv[0]);
-  absl::InstallFailureSignalHandler({});
+  absl::InstallFailureSignalHandler({.alarm_on_failure_secs = 0});
   const absl::Status s = syncopate::ops::Main(argc, argv);
   if (!s.ok()) std::fprintf(stderr, "ops_bench: %s\n", s.ToString().c_str());
   return s.ok() ? 0 : 1;

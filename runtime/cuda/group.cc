@@ -26,11 +26,15 @@ const char* BackendName(Backend backend) {
 
 namespace {
 
-// The rendezvous' ranks whose device has this rank's device UUID (collective).
-absl::StatusOr<int> CountRanksOnDevice(const Context& context, Rendezvous& rendezvous) {
+// This rank's device UUID, as bytes to compare with the peers'.
+absl::StatusOr<std::string> DeviceUuid(const Context& context) {
   CUuuid uuid{};
   CU_RETURN_IF_ERROR(context.api().cuDeviceGetUuid(&uuid, context.device()));
-  const std::string mine(uuid.bytes, sizeof(uuid.bytes));
+  return std::string(uuid.bytes, sizeof(uuid.bytes));
+}
+
+// The rendezvous' ranks whose device UUID is `mine` (collective).
+absl::StatusOr<int> CountRanksOnDevice(const std::string& mine, Rendezvous& rendezvous) {
   ASSIGN_OR_RETURN(std::vector<PeerMessage> all, rendezvous.AllGather(mine));
   return static_cast<int>(std::count_if(all.begin(), all.end(),
                                         [&mine](const PeerMessage& m) { return m.bytes == mine; }));
@@ -59,6 +63,8 @@ absl::Status Group::Init() {
   // The driver first: without a GPU there is no point in waiting for peers.
   ASSIGN_OR_RETURN(context_, Context::Retain(options_.device_ordinal));
   const DriverApi& api = context_.api();
+  // Before the rendezvous: a rank that fails here leaves no peer waiting in a collective.
+  ASSIGN_OR_RETURN(const std::string device_uuid, DeviceUuid(context_));
   // This node's ranks rendezvous among themselves, under a per-node name when the group spans
   // nodes (processes playing different nodes may share a host).
   std::vector<int> members;
@@ -94,7 +100,7 @@ absl::Status Group::Init() {
   }
   if (!connected.ok()) return connected.status();
   rendezvous_ = *std::move(connected);
-  ASSIGN_OR_RETURN(ranks_on_device_, CountRanksOnDevice(context_, *rendezvous_));
+  ASSIGN_OR_RETURN(ranks_on_device_, CountRanksOnDevice(device_uuid, *rendezvous_));
   heap_ = std::make_unique<SymmetricHeap>(context_, *rendezvous_, members, world_size());
   ASSIGN_OR_RETURN(control_, heap_->Allocate("syncopate.control", kControlBytes));
   ASSIGN_OR_RETURN(rescue_stream_, Stream::Create(api));

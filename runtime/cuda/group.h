@@ -191,7 +191,8 @@ class Group {
   const std::vector<int>& nodes() const { return nodes_; }
   bool same_node(int r) const { return nodes_[r] == nodes_[rank()]; }
   // This node's ranks on this rank's GPU (itself included; by device UUID): more than one where
-  // ranks share a GPU (time-sliced or MPS clients), whose CTAs then compete for its SMs.
+  // ranks share a GPU (time-sliced or MPS clients), whose CTAs then compete for its SMs. Ranks
+  // of other groups, or of other nodes played on the same GPU, are not counted.
   int ranks_on_device() const { return ranks_on_device_; }
   const Context& context() const { return context_; }
   const DriverApi& api() const { return context_.api(); }

@@ -48,13 +48,16 @@ int DefaultCommCtas(int channels, int resident);
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused
 // sequence's transfers), when the caller sets none: up to 32 (a multiple of `channels`), as
 // many as fit with one control CTA in this rank's part of the `resident` slots it sees when
-// `ranks_on_device` ranks share the GPU. Alone, 32 moved an 8B M=8192 ReduceScatter 10% faster
-// than DefaultCommCtas' 16; but 8 ranks of 32 on one GPU as MPS clients waited for chunks
-// until their deadline (bench/RESULTS.md, 2026-12-06 eighth session): a rank's comm CTAs wait
-// on each other's chunks and must all be resident. Under MPS with an active thread percentage
-// the SMs a client sees are already its share, so the division is conservative there (8
-// clients at 12% get 3, 2 at 50% get 32); it is what keeps ranks that share all SMs (MPS
-// without a percentage) resident together.
+// `ranks_on_device` ranks share the GPU. With 2 ranks as MPS clients, 32 made an 8B M=8192
+// GEMM+AllReduce 6% faster than DefaultCommCtas' 16 (ReduceScatter 1.6%, same call); but 8
+// ranks of 32 on one GPU (MPS, 50% each) waited for chunks until their deadline, and 16 passed
+// (bench/RESULTS.md, 2026-12-06 eighth session). The rule is empirical: each rank's grid also
+// holds compute CTAs up to its resident slots (OverlapRuntime::Prepare), which for a kernel that
+// computes nothing only wait, so the ranks' whole grids never fit together and this count does
+// not make them; it keeps the comm CTAs few enough where that was seen to matter. Under MPS with
+// a thread percentage a client's SM count is already its share, so the division is conservative
+// when the shares split the GPU (100/ranks % each). A small compute grid for such kernels is
+// the principled fix, not yet measured.
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 
 // CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.

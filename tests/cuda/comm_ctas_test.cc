@@ -21,8 +21,8 @@ TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
 }
 
 TEST(TransfersAloneCommCtasTest, RanksSharingAGpuFitTheirCommAndControlCtasTogether) {
-  // 8 ranks of 32 comm CTAs on one GPU waited for chunks until their deadline; every count here
-  // keeps (comm + 1 control) x ranks within the resident slots.
+  // 8 ranks of 32 comm CTAs on one GPU waited for chunks until their deadline, 16 passed: the
+  // rule keeps (comm + 1 control) x ranks within the resident slots a rank sees.
   for (int ranks : {2, 3, 4, 8}) {
     const int comm = TransfersAloneCommCtas(1, 132, ranks);
     EXPECT_LE((comm + 1) * ranks, 132) << ranks << " ranks";
