@@ -9,7 +9,8 @@
 #
 # Defaults: MODES "ts:1 ts:8 ts:32 mps:1 mps:8 mps:32", WORLDS "2 3 4 8" (under MPS each rank gets
 # 100/world percent of the SMs), CHUNKS 1,2,4,8, BACKENDS ce,sm, WORKLOADS ag,rs, LAUNCHES 10000,
-# TOKENS 2048, MODEL llama3.1-8b. Logs and CSVs under $OUT (or ./gpu-out). The whole matrix is
+# TOKENS 2048, MODEL llama3.1-8b; EXTRA: more syncopate_tp_bench flags (e.g.
+# "--transfers-compute-ctas 1"). Logs and CSVs under $OUT (or ./gpu-out). The whole matrix is
 # many device calls: about 50 rows x LAUNCHES launches per (mode, world), so pick MODES and
 # WORLDS per call.
 set -uo pipefail
@@ -26,7 +27,7 @@ for mode in ${MODES:-ts:1 ts:8 ts:32 mps:1 mps:8 mps:32}; do
       --ranks-per-gpu "$world" --tp "$world" --workloads "${WORKLOADS:-ag,rs}" \
       --models "${MODEL:-llama3.1-8b}" --tokens "${TOKENS:-2048}" --chunks "${CHUNKS:-1,2,4,8}" \
       --backends "${BACKENDS:-ce,sm}" --reps "$launches" --warmup 0 --timeout-ms 2000 \
-      --csv "$out/$name.csv" --cache-dir "$out/cache" >"$out/$name.log" 2>&1
+      --csv "$out/$name.csv" --cache-dir "$out/cache" ${EXTRA:-} >"$out/$name.log" 2>&1
     echo "   exit $?"
     [[ -f $out/$name.csv ]] && csvs+=("$out/$name.csv")
   done

@@ -205,7 +205,8 @@ class Runner {
   absl::Status MeasureUnfused(ProblemRun& run);
   // The launch options of backend "ce" or "sm" from the flags.
   cuda::LaunchOptions LaunchOptionsFor(const std::string& backend) const;
-  // For `v`'s comm-only kernel, which runs alone: the ops' unfused comm CTAs (SM backend).
+  // For `v`'s comm-only kernel, which runs alone: the ops' unfused comm CTAs (SM backend) and
+  // --transfers-compute-ctas.
   cuda::LaunchOptions TransfersAloneOptionsFor(const std::string& backend, const Variant& v) const;
   // CTAs in `pct` percent of this rank's SMs (at least one).
   int GridCtas(int pct) const;
@@ -698,6 +699,7 @@ cuda::LaunchOptions Runner::TransfersAloneOptionsFor(const std::string& backend,
                                                      const Variant& v) const {
   cuda::LaunchOptions lo = LaunchOptionsFor(backend);
   if (lo.backend == Backend::kSm) lo.comm_ctas = rt_->TransfersAloneCommCtas(*v.comm);
+  lo.compute_ctas = f_.transfers_compute_ctas;
   return lo;
 }
 

@@ -98,6 +98,11 @@ void DeclareFlags(FlagSet& s, BenchFlags* f, RawFlags* raw) {
         "(cuda::DefaultCopyEngineFreeCtas says why)",
         0, 100000)
       .DefaultText("-1: default");
+  s.Int("transfers-compute-ctas", &f->transfers_compute_ctas,
+        "compute CTAs of the comm-only and unfused rows' transfer kernels\n"
+        "(their tile CTAs only wait for chunks)",
+        0, 100000)
+      .DefaultText("0: the runtime's default");
   s.Choice("ce-copies", &raw->ce_copies, {"dma", "driver"},
            "copy engine: copies ask the driver for the copy engines (dma) or\n"
            "take its default, which may run them as kernels on the SMs");

@@ -62,6 +62,10 @@ struct BenchFlags {
   int reps = 10;
   int timeout_ms = 10000;  // every device-side wait's deadline
   int ce_free_ctas = -1;   // copy engine: CTA slots left for the driver's copies (-1: default)
+  // Compute CTAs of the comm-only and unfused rows' transfers (0: the runtime's default, every
+  // slot left). Their tile CTAs only wait for chunks; a small grid leaves the SMs free for the
+  // driver's copy kernels (the copy engine's 4-rank stall, bench/RESULTS.md ninth session).
+  int transfers_compute_ctas = 0;
   bool ce_prefer_dma = true;  // copy engine: copies ask for the copy engines (LaunchOptions)
   // SM backend: comm CTA counts to measure the fused kernel with (0: DefaultCommCtas). Comm-only
   // and unfused always run at the ops' count for transfers alone (TransfersAloneCommCtas): they
