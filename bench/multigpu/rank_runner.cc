@@ -849,8 +849,14 @@ absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b
                      (p.workload == Workload::kGemmAllReduce ? 2 : 1);
   ResultRow& back = run.rows.back();
   if (all.time_ms > 0) {
+    // What the transfers ran on: the default counts depend on the GPU and the ranks sharing it.
+    std::string grid;
+    if (auto g = rt_->GridOf(*v.comm_bound, lo); g.ok()) {
+      grid = absl::StrCat(", grid ", g->ctas);
+      if (g->comm_ctas > 0) absl::StrAppend(&grid, " (", g->comm_ctas, " comm)");
+    }
     back.note =
-        absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)),
+        absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)), grid,
                      back.note.empty() ? "" : "; ", back.note);
   }
   if (all.time_ms > 0 && all.check != "fail" && all.check != "error" &&
