@@ -141,7 +141,7 @@ struct Op::Impl {
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
-  absl::Status CheckCapturable(const Variant& v) const;
+  absl::Status CheckCapturable(const Variant& v, CUstream stream) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
   absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
@@ -326,14 +326,16 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
 
 // A run captured in the caller's graph replays without us: its launches take their epoch on
 // the device (Group::Launch sees the capture), and its one-time work (the bucket's binding, the
-// launch's setup) must have been done by a run before the capture.
-absl::Status Op::Impl::CheckCapturable(const Variant& v) const {
-  if (!v.binding.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
-                     "; run it once before the capture (the binding's setup cannot be captured)"));
-  }
-  return absl::OkStatus();
+// launch's setup) must have been done by a run before the capture. Only a bucket's first run
+// asks the driver whether `stream` is capturing: the run call's host time is the engine's.
+absl::Status Op::Impl::CheckCapturable(const Variant& v, CUstream stream) const {
+  if (v.binding.has_value()) return absl::OkStatus();
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
+  if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
+                   "; run it once before the capture (the binding's setup cannot be captured)"));
 }
 
 absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
@@ -372,9 +374,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   RETURN_IF_ERROR(CheckRunArgs(args));
   ASSIGN_OR_RETURN(Variant * variant, VariantFor(args.m));
   Variant& v = *variant;
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) RETURN_IF_ERROR(CheckCapturable(v));
+  RETURN_IF_ERROR(CheckCapturable(v, stream));
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
   const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank
