@@ -32,8 +32,12 @@ std::string GateWatch::Describe(uint32_t epoch) const {
   const std::vector<WatchedGate>& gates = this->gates();
   if (gates.empty()) return "";
   if (!sampled_once_) {
+    // Sync() samples only while it waits: a launch that failed while the host was still
+    // queueing later ones (a timed loop that syncs at its end, as the stall matrix's) was never
+    // watched, so this says nothing about whether its copies were held or queued.
     return absl::StrCat("; this rank's ", gates.size(),
-                        " copy-engine gates were not sampled before the wait expired");
+                        " copy-engine gates were not sampled before the wait expired (Sync() "
+                        "was not yet watching this launch), so nothing is known of its copies");
   }
   int released = 0;
   std::string held;

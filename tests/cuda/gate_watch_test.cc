@@ -74,6 +74,7 @@ TEST_F(GateWatchTest, GatesReadAfterATimeoutOrAnAbortAreIgnored) {
 TEST_F(GateWatchTest, NeverSampledSaysSo) {
   watch_.Arm(Gates({{0, 10, 1}}));
   EXPECT_THAT(watch_.Describe(1), HasSubstr("not sampled"));
+  EXPECT_THAT(watch_.Describe(1), HasSubstr("nothing is known of its copies"));
   words().record.timed_out = 1;
   watch_.Observe(seen());
   EXPECT_THAT(watch_.Describe(1), HasSubstr("not sampled"));
