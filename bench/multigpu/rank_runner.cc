@@ -940,6 +940,9 @@ absl::Status Runner::MeasureUnfused(ProblemRun& run) {
     return rt_->Launch(*v->comm_bound, stream(), lo);
   };
   r.note = is_ag(p) ? "comm_only then local GEMM" : "local GEMM then comm_only";
+  if (f_.transfers_compute_ctas > 0) {
+    absl::StrAppend(&r.note, "; transfers on ", f_.transfers_compute_ctas, " compute CTAs");
+  }
   return Measure(
       p, r, nullptr, launch, [&] { return PoisonForCheck(p); }, CheckWhat::kResult, run.rows,
       nullptr);

@@ -32,12 +32,12 @@ std::string GateWatch::Describe(uint32_t epoch) const {
   const std::vector<WatchedGate>& gates = this->gates();
   if (gates.empty()) return "";
   if (!sampled_once_) {
-    // Sync() samples only while it waits: a launch that failed while the host was still
-    // queueing later ones (a timed loop that syncs at its end, as the stall matrix's) was never
-    // watched, so this says nothing about whether its copies were held or queued.
+    // Sync() samples only while it waits, and drops reads made after a timeout or an abort: a
+    // launch that failed while the host was still queueing later ones (a timed loop that syncs
+    // at its end, as the stall matrix's) has none, so this says nothing of its copies.
     return absl::StrCat("; this rank's ", gates.size(),
-                        " copy-engine gates were not sampled before the wait expired (Sync() "
-                        "was not yet watching this launch), so nothing is known of its copies");
+                        " copy-engine gates were not sampled before the wait expired (no read "
+                        "came before the timeout or an abort), so nothing is known of its copies");
   }
   int released = 0;
   std::string held;
