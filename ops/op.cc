@@ -359,8 +359,9 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
   // The transfers run alone here: more comm CTAs than a fused kernel spares the GEMM, as many
-  // as ranks sharing this GPU leave room for (TransfersAloneCommCtas says why that matters).
-  if (config.comm_ctas == 0) options.comm_ctas = rt->TransfersAloneCommCtas(*v.comm);
+  // as ranks sharing this GPU leave room for, and few tile CTAs, which only wait
+  // (SizeTransfersAlone says why both matter).
+  rt->SizeTransfersAlone(*v.comm, options);
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
     RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));

@@ -698,8 +698,8 @@ cuda::LaunchOptions Runner::LaunchOptionsFor(const std::string& backend) const {
 cuda::LaunchOptions Runner::TransfersAloneOptionsFor(const std::string& backend,
                                                      const Variant& v) const {
   cuda::LaunchOptions lo = LaunchOptionsFor(backend);
-  if (lo.backend == Backend::kSm) lo.comm_ctas = rt_->TransfersAloneCommCtas(*v.comm);
   lo.compute_ctas = f_.transfers_compute_ctas;
+  rt_->SizeTransfersAlone(*v.comm, lo);
   return lo;
 }
 

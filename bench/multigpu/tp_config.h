@@ -62,13 +62,13 @@ struct BenchFlags {
   int reps = 10;
   int timeout_ms = 10000;  // every device-side wait's deadline
   int ce_free_ctas = -1;   // copy engine: CTA slots left for the driver's copies (-1: default)
-  // Compute CTAs of the comm-only and unfused rows' transfers (0: the runtime's default, every
-  // slot left). Their tile CTAs only wait for chunks; a small grid leaves the SMs free for the
-  // driver's copy kernels (the copy engine's 4-rank stall, bench/RESULTS.md ninth session).
+  // Compute CTAs of the comm-only and unfused rows' transfers (0: the runtime's default for
+  // transfers alone, TransfersAloneComputeCtas). Their tile CTAs only wait for chunks; a small
+  // grid leaves the SMs free for the driver's copy kernels and the peers' comm CTAs.
   int transfers_compute_ctas = 0;
   bool ce_prefer_dma = true;  // copy engine: copies ask for the copy engines (LaunchOptions)
   // SM backend: comm CTA counts to measure the fused kernel with (0: DefaultCommCtas). Comm-only
-  // and unfused always run at the ops' count for transfers alone (TransfersAloneCommCtas): they
+  // and unfused always run at the ops' grid for transfers alone (SizeTransfersAlone): they
   // are the reference and the fallback, not variants.
   std::vector<int> comm_ctas = {0};
   // Grid size as a percentage of the SMs this rank sees (the GEMM runs one CTA per SM): extra

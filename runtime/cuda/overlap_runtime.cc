@@ -225,12 +225,13 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
   return b;
 }
 
-int DefaultCommCtas(int channels, int resident) {
+int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm) {
+  channels = std::max(channels, 1);
+  if (ctas_per_sm <= 1) return std::max(channels, 2);
   // One CTA per channel keeps a few tens of KB in flight: far below the memory system's rate.
   // Up to 16 comm CTAs (a multiple of the channels, so each gets the same share), never more
   // than an eighth of the resident CTA slots, which the GEMM needs.
-  channels = std::max(channels, 1);
-  const int budget = std::max(channels, std::min(16, resident / 8));
+  const int budget = std::max(channels, std::min(16, sm_count * ctas_per_sm / 8));
   return std::max(channels, budget / channels * channels);
 }
 
@@ -242,7 +243,13 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device) {
   return std::max(channels, budget);
 }
 
-int DefaultCopyEngineFreeCtas(int resident) { return std::max(1, resident / 32); }
+int TransfersAloneComputeCtas(int num_tiles, int sm_count) {
+  return std::max(1, std::min(num_tiles, sm_count / 2));
+}
+
+int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device) {
+  return std::max(1, ranks_on_device > 2 ? resident / 4 : resident / 32);
+}
 
 namespace {
 
@@ -271,12 +278,15 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
   int comm = 0;
   if (backend == Backend::kSm) {
-    comm = options.comm_ctas > 0 ? options.comm_ctas
-                                 : DefaultCommCtas(md.suggested_comm_ctas, resident);
+    comm = options.comm_ctas > 0
+               ? options.comm_ctas
+               : DefaultCommCtas(md.suggested_comm_ctas, group_->context().sm_count(),
+                                 k.fused_ctas_per_sm_);
   }
   const int free_ctas = backend != Backend::kCopyEngine ? 0
-                        : options.free_ctas >= 0    ? options.free_ctas
-                                                    : DefaultCopyEngineFreeCtas(resident);
+                        : options.free_ctas >= 0
+                            ? options.free_ctas
+                            : DefaultCopyEngineFreeCtas(resident, group_->ranks_on_device());
   const auto key =
       std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas, free_ctas);
   auto it = bound.launches_.find(key);
@@ -395,10 +405,17 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
   return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas)};
 }
 
-int OverlapRuntime::TransfersAloneCommCtas(const FusedKernel& k) const {
-  return cuda::TransfersAloneCommCtas(k.metadata().suggested_comm_ctas,
-                                      k.fused_ctas_per_sm_ * group_->context().sm_count(),
-                                      group_->ranks_on_device());
+void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& options) const {
+  const int sm_count = group_->context().sm_count();
+  const Backend backend = options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+  if (backend == Backend::kSm && options.comm_ctas == 0) {
+    options.comm_ctas =
+        TransfersAloneCommCtas(k.metadata().suggested_comm_ctas, k.fused_ctas_per_sm_ * sm_count,
+                               group_->ranks_on_device());
+  }
+  if (options.compute_ctas == 0) {
+    options.compute_ctas = TransfersAloneComputeCtas(k.metadata().num_tiles, sm_count);
+  }
 }
 
 absl::Status OverlapRuntime::LoadLocal(const FusedKernel& k) {

@@ -42,8 +42,15 @@
 namespace syncopate::cuda {
 
 // SM backend's comm CTAs when LaunchOptions::comm_ctas is 0: a multiple of the plan's channels
-// (`channels`, each channel's steps split over its CTAs), up to 16 and an eighth of `resident`.
-int DefaultCommCtas(int channels, int resident);
+// (`channels`, each channel's steps split over its CTAs). Where the kernel holds one CTA per SM
+// (`ctas_per_sm`; the wgmma GEMM's shared memory), every comm CTA takes a whole SM from the
+// GEMM (all CTAs of a grid get the same shared memory): two, or one per channel where there are
+// more. Measured 2026-12-06 (H100, 2 ranks as MPS clients at 50%, 8B M=8192, tp bench
+// --comm-ctas): fused AllGather 1.28-1.41 ms at 2 against 1.41-1.47 at 8 (the rule before),
+// 1.48 at 16 and 1.60-1.80 at 1; ReduceScatter 1.63 at 2, 1.66 at 8, 1.85 at 16; at M=2048,
+// 2 was 2-8% faster than 8. Otherwise up to 16 and an eighth of the resident slots
+// (`ctas_per_sm` x `sm_count`).
+int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused
 // sequence's transfers), when the caller sets none: up to 32 (a multiple of `channels`), as
@@ -60,6 +67,18 @@ int DefaultCommCtas(int channels, int resident);
 // the principled fix, not yet measured.
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 
+// Compute CTAs for a kernel that moves chunks and computes nothing, when the caller sets none:
+// one per two SMs the rank sees (`sm_count`; under MPS its share), at most one per tile.
+//
+// Why: such a kernel's tile CTAs only wait for chunks (AllGather) or count tiles into them
+// (ReduceScatter), yet the default grid fills every resident slot left. Those slots are what the
+// driver's copy kernels (copy engine backend on one GPU) and the peers' comm CTAs (ranks sharing a
+// GPU) need. Measured 2026-12-06, H100, 4 ranks as MPS clients (32 SMs each), 8B AG M=2048
+// comm-only on the copy engine, 3,000 launches per row: 16 tile CTAs 0.159 ms (2 chunks) and
+// 0.229 (4), no stall; one CTA 0.286 and 0.294 (it waits for every tile in turn); the full grid
+// 0.452 at 2 chunks and stalled at 4 (the session before).
+int TransfersAloneComputeCtas(int num_tiles, int sm_count);
+
 // CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.
 //
 // Why: the driver may run a device-to-device cuMemcpyAsync as a kernel on the SMs (it does on
@@ -71,7 +90,12 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 // More free slots speed the copies (8B AG comm-only, chunks 2: 9 GB/s per rank with 1 free,
 // 45 with 16, 318 with 40 of 132) but take them from the GEMM (fused 1.63 ms with 4 free,
 // 2.0 with 16, 3.7 with 40): a few by default, LaunchOptions::free_ctas for more.
-int DefaultCopyEngineFreeCtas(int resident);
+// With more than two ranks on the GPU (`ranks_on_device`) a few are not enough: 4 ranks as MPS
+// clients (32 SMs each, the fused wgmma AG holding one CTA per SM) stalled within 15 launches
+// with 1 and with 4 slots free and ran 2 x 2,000 launches clean with 8 (2026-12-06, H100). So a
+// quarter of the slots there; two ranks keep 1/32 (80,000 launches clean at 2 ranks). Empirical
+// like the numbers: which copy kernels need how many slots is not established.
+int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device);
 
 // How LaunchLocal runs the local variant.
 struct LocalLaunchOptions {
@@ -238,9 +262,11 @@ class OverlapRuntime {
     int comm_ctas = 0;
   };
   absl::StatusOr<Geometry> GridOf(BoundKernel& bound, const LaunchOptions& options);
-  // TransfersAloneCommCtas for `kernel` on this rank's GPU: the comm CTAs to launch a kernel
-  // that computes nothing with (set LaunchOptions::comm_ctas to it).
-  int TransfersAloneCommCtas(const FusedKernel& kernel) const;
+  // Sizes the grid of a launch of `kernel` that moves chunks and computes nothing (an unfused
+  // sequence's transfers), where `options` leaves it to the runtime (0): comm CTAs on the SM
+  // backend (TransfersAloneCommCtas) and compute CTAs (TransfersAloneComputeCtas), for this
+  // rank's GPU and the ranks sharing it.
+  void SizeTransfersAlone(const FusedKernel& kernel, LaunchOptions& options) const;
   // Waits for every launch on `stream`; DeadlineExceeded names the peer that did not deliver.
   absl::Status Sync(CUstream stream) { return group_->Sync(stream); }
   // One launch captured into a CUDA graph; each Replay() is the next launch (group.h).

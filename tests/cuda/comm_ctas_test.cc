@@ -1,5 +1,6 @@
 // How many comm CTAs the SM backend launches when the caller sets none: DefaultCommCtas beside a
-// GEMM, TransfersAloneCommCtas for transfers alone (overlap_runtime.h says why each).
+// GEMM, TransfersAloneCommCtas for transfers alone (overlap_runtime.h says why each); and the
+// compute CTAs of transfers alone, TransfersAloneComputeCtas.
 #include <gtest/gtest.h>
 
 #include "runtime/cuda/overlap_runtime.h"
@@ -8,10 +9,16 @@ namespace syncopate::cuda {
 namespace {
 
 TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteenInWholeChannels) {
-  EXPECT_EQ(DefaultCommCtas(1, 132), 16);
-  EXPECT_EQ(DefaultCommCtas(3, 132), 15);  // 5 CTAs per channel
-  EXPECT_EQ(DefaultCommCtas(1, 64), 8);
-  EXPECT_EQ(DefaultCommCtas(4, 8), 4);  // never fewer than one CTA per channel
+  EXPECT_EQ(DefaultCommCtas(1, 66, 2), 16);
+  EXPECT_EQ(DefaultCommCtas(3, 66, 2), 15);  // 5 CTAs per channel
+  EXPECT_EQ(DefaultCommCtas(1, 32, 2), 8);
+  EXPECT_EQ(DefaultCommCtas(4, 4, 2), 4);  // never fewer than one CTA per channel
+}
+
+TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
+  EXPECT_EQ(DefaultCommCtas(1, 132, 1), 2);
+  EXPECT_EQ(DefaultCommCtas(1, 66, 1), 2);
+  EXPECT_EQ(DefaultCommCtas(3, 66, 1), 3);  // still one per channel
 }
 
 TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
@@ -37,6 +44,29 @@ TEST(TransfersAloneCommCtasTest, RanksSharingAGpuFitTheirCommAndControlCtasToget
 TEST(TransfersAloneCommCtasTest, AGpuTooSmallForEveryRankStillGetsOneCtaPerChannel) {
   EXPECT_EQ(TransfersAloneCommCtas(2, 8, 8), 2);
   EXPECT_EQ(TransfersAloneCommCtas(1, 0, 1), 1);
+}
+
+TEST(TransfersAloneComputeCtasTest, OnePerTwoSmsTheRankSees) {
+  EXPECT_EQ(TransfersAloneComputeCtas(896, 132), 66);
+  EXPECT_EQ(TransfersAloneComputeCtas(224, 32), 16);  // a quarter of an H100 under MPS
+}
+
+TEST(TransfersAloneComputeCtasTest, NeverMoreThanTheTilesNorFewerThanOne) {
+  EXPECT_EQ(TransfersAloneComputeCtas(4, 132), 4);
+  EXPECT_EQ(TransfersAloneComputeCtas(896, 1), 1);
+  EXPECT_EQ(TransfersAloneComputeCtas(0, 132), 1);
+}
+
+TEST(DefaultCopyEngineFreeCtasTest, AThirtySecondOfTheSlotsForOneOrTwoRanks) {
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(132, 1), 4);
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(66, 2), 2);
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(16, 2), 1);  // never none
+}
+
+TEST(DefaultCopyEngineFreeCtasTest, AQuarterWhenMoreRanksShareTheGpu) {
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(32, 4), 8);  // 4 ranks under MPS: 8 passed, 4 stalled
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(16, 8), 4);
+  EXPECT_EQ(DefaultCopyEngineFreeCtas(2, 8), 1);
 }
 
 }  // namespace

@@ -94,7 +94,8 @@ struct OpConfig {
   std::vector<BucketPath> bucket_paths;  // per-bucket paths; each bucket at most once
   int chunks = 0;     // chunks per rank's shard, 1..8; 0: the heuristic's
   // SM backend: communication CTAs (the SM budget); 0: the runtime's default (a fused kernel's
-  // DefaultCommCtas, the unfused transfers' TransfersAloneCommCtas).
+  // DefaultCommCtas, the unfused transfers' TransfersAloneCommCtas; their compute CTAs are
+  // TransfersAloneComputeCtas).
   int comm_ctas = 0;
   int64_t timeout_ms = 2000;  // every device-side wait of a run; a late peer is then named
   std::string cache_dir;      // kernel cache (and `syncopate tune` table) folder; "": none
