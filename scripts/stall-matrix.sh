@@ -9,7 +9,8 @@
 #
 # Defaults: MODES "ts:1 ts:8 ts:32 mps:1 mps:8 mps:32", WORLDS "2 3 4 8" (under MPS each rank gets
 # 100/world percent of the SMs), CHUNKS 1,2,4,8, BACKENDS ce,sm (each its own bench run,
-# appending to the one CSV), WORKLOADS ag,rs, LAUNCHES 10000, TOKENS 2048, MODEL llama3.1-8b;
+# appending to the one CSV), WORKLOADS ag,rs, LAUNCHES 10000, TOKENS 2048 and MODEL llama3.1-8b
+# (world 3: qwen2-72b at 2046 tokens, the shapes that split 3 ways);
 # EXTRA: more syncopate_tp_bench flags (e.g. "--transfers-compute-ctas 1"). Logs and CSVs under
 # $OUT (or ./gpu-out). STEP_TIMEOUT bounds each bench run (default 560 s over the backends). The
 # whole matrix is many device calls: about 50 rows x LAUNCHES launches per (mode, world), so pick
@@ -29,6 +30,8 @@ rows_in() { [[ -f $1 ]] && wc -l <"$1" || echo 0; }
 for mode in ${MODES:-ts:1 ts:8 ts:32 mps:1 mps:8 mps:32}; do
   for world in ${WORLDS:-2 3 4 8}; do
     name="stall_${mode/:/_}_w$world"
+    model=${MODEL:-llama3.1-8b} tokens=${TOKENS:-2048}
+    if ((world == 3)); then model=${MODEL:-qwen2-72b} tokens=${TOKENS:-2046}; fi
     rm -f "$out/$name.csv"  # no rows of an earlier run (other flags) in this one's table
     # One bench run per backend, appending to one CSV: a stalled launch breaks the group and ends
     # its run, so a stall on one backend must not leave the other's rows unrun.
@@ -37,7 +40,7 @@ for mode in ${MODES:-ts:1 ts:8 ts:32 mps:1 mps:8 mps:32}; do
       before=$(rows_in "$out/$name.csv")
       MPS_PCT=$((100 / world)) in_mode "$mode" "$bin/syncopate_tp_bench" --gpus 1 \
         --ranks-per-gpu "$world" --tp "$world" --workloads "${WORKLOADS:-ag,rs}" \
-        --models "${MODEL:-llama3.1-8b}" --tokens "${TOKENS:-2048}" --chunks "${CHUNKS:-1,2,4,8}" \
+        --models "$model" --tokens "$tokens" --chunks "${CHUNKS:-1,2,4,8}" \
         --backends "$backend" --reps "$launches" --warmup 0 --timeout-ms 2000 \
         --csv "$out/$name.csv" --cache-dir "$out/cache" ${EXTRA:-} >"$out/$name.$backend.log" 2>&1
       echo "   exit $?"

@@ -92,6 +92,13 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
   int failures = 0;
   for (int world : *worlds) {
+    // Said before the run, so a world that runs nothing is not read as one that ran clean.
+    std::vector<std::string> skipped;
+    if (ProblemsFor(flags, world, &skipped).empty()) {
+      std::printf("TP=%d: no problem splits into %d equal shards; nothing runs\n", world, world);
+    }
+    for (const std::string& s : skipped) std::printf("  skipped: %s\n", s.c_str());
+    std::fflush(stdout);
     const std::string group_id = absl::StrCat("tpb", ::getpid(), "_w", world);
     std::vector<absl::Status> results = workloads::RunRanks(
         world, absl::Seconds(flags.run_timeout_s),

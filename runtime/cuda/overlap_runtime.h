@@ -58,13 +58,12 @@ int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 // `ranks_on_device` ranks share the GPU. With 2 ranks as MPS clients, 32 made an 8B M=8192
 // GEMM+AllReduce 6% faster than DefaultCommCtas' 16 (ReduceScatter 1.6%, same call); but 8
 // ranks of 32 on one GPU (MPS, 50% each) waited for chunks until their deadline, and 16 passed
-// (bench/RESULTS.md, 2026-12-06 eighth session). The rule is empirical: each rank's grid also
-// holds compute CTAs up to its resident slots (OverlapRuntime::Prepare), which for a kernel that
-// computes nothing only wait, so the ranks' whole grids never fit together and this count does
-// not make them; it keeps the comm CTAs few enough where that was seen to matter. Under MPS with
-// a thread percentage a client's SM count is already its share, so the division is conservative
-// when the shares split the GPU (100/ranks % each). A small compute grid for such kernels is
-// the principled fix, not yet measured.
+// (bench/RESULTS.md, 2026-12-06 eighth session). The rule is empirical: that deadlock was seen
+// when each rank's grid also held compute CTAs up to its resident slots, all only waiting, so the
+// ranks' whole grids never fit together. Such launches now take few compute CTAs
+// (TransfersAloneComputeCtas); whether 32 comm CTAs at 8 ranks pass beside them has not been
+// tried, so the division stays. Under MPS with a thread percentage a client's SM count is
+// already its share, so the division is conservative when the shares split the GPU.
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 
 // Compute CTAs for a kernel that moves chunks and computes nothing, when the caller sets none:
