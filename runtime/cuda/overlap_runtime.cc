@@ -243,8 +243,8 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device) {
   return std::max(channels, budget);
 }
 
-int TransfersAloneComputeCtas(int num_tiles, int sm_count) {
-  return std::max(1, std::min(num_tiles, sm_count / 2));
+int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room) {
+  return std::max(1, std::min({num_tiles, sm_count / 2, room}));
 }
 
 int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device) {
@@ -267,6 +267,12 @@ absl::Status RefuseIfCapturing(const DriverApi& api, CUstream stream, absl::stri
 
 }  // namespace
 
+int OverlapRuntime::FreeCtas(Backend backend, const LaunchOptions& options, int resident) const {
+  if (backend != Backend::kCopyEngine) return 0;
+  return options.free_ctas >= 0 ? options.free_ctas
+                                : DefaultCopyEngineFreeCtas(resident, group_->ranks_on_device());
+}
+
 absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
                                                             const LaunchOptions& options,
                                                             CUstream stream) {
@@ -283,10 +289,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
                : DefaultCommCtas(md.suggested_comm_ctas, group_->context().sm_count(),
                                  k.fused_ctas_per_sm_);
   }
-  const int free_ctas = backend != Backend::kCopyEngine ? 0
-                        : options.free_ctas >= 0
-                            ? options.free_ctas
-                            : DefaultCopyEngineFreeCtas(resident, group_->ranks_on_device());
+  const int free_ctas = FreeCtas(backend, options, resident);
   const auto key =
       std::make_tuple(static_cast<int>(backend), comm, options.compute_ctas, free_ctas);
   auto it = bound.launches_.find(key);
@@ -407,14 +410,16 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
 
 void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& options) const {
   const int sm_count = group_->context().sm_count();
+  const int resident = k.fused_ctas_per_sm_ * sm_count;
   const Backend backend = options.backend == Backend::kDirect ? Backend::kSm : options.backend;
   if (backend == Backend::kSm && options.comm_ctas == 0) {
-    options.comm_ctas =
-        TransfersAloneCommCtas(k.metadata().suggested_comm_ctas, k.fused_ctas_per_sm_ * sm_count,
-                               group_->ranks_on_device());
+    options.comm_ctas = TransfersAloneCommCtas(k.metadata().suggested_comm_ctas, resident,
+                                               group_->ranks_on_device());
   }
   if (options.compute_ctas == 0) {
-    options.compute_ctas = TransfersAloneComputeCtas(k.metadata().num_tiles, sm_count);
+    const int comm = backend == Backend::kSm ? options.comm_ctas : 0;
+    const int room = resident - comm - 1 - FreeCtas(backend, options, resident);  // 1: control
+    options.compute_ctas = TransfersAloneComputeCtas(k.metadata().num_tiles, sm_count, room);
   }
 }
 

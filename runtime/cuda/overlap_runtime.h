@@ -67,7 +67,9 @@ int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 
 // Compute CTAs for a kernel that moves chunks and computes nothing, when the caller sets none:
-// one per two SMs the rank sees (`sm_count`; under MPS its share), at most one per tile.
+// one per two SMs the rank sees (`sm_count`; under MPS its share), at most one per tile and at
+// most `room` (the resident slots its comm and control CTAs and the driver's copies leave;
+// on a small GPU a rank alone may get nearly every slot as comm CTAs), never fewer than one.
 //
 // Why: such a kernel's tile CTAs only wait for chunks (AllGather) or count tiles into them
 // (ReduceScatter), yet the default grid fills every resident slot left. Those slots are what the
@@ -76,7 +78,7 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 // comm-only on the copy engine, 3,000 launches per row: 16 tile CTAs 0.159 ms (2 chunks) and
 // 0.229 (4), no stall; one CTA 0.286 and 0.294 (it waits for every tile in turn); the full grid
 // 0.452 at 2 chunks and stalled at 4 (the session before).
-int TransfersAloneComputeCtas(int num_tiles, int sm_count);
+int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room);
 
 // CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.
 //
@@ -278,6 +280,9 @@ class OverlapRuntime {
   // synchronous uploads, which a capture forbids).
   absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options,
                                               CUstream stream = nullptr);
+  // CTA slots a launch on `backend` leaves free for the driver's copies: options.free_ctas, or
+  // DefaultCopyEngineFreeCtas for the ranks sharing this GPU; none off the copy engine.
+  int FreeCtas(Backend backend, const LaunchOptions& options, int resident) const;
   // The group's node map, for every kernel this runtime generates.
   jit::CodegenOptions Codegen() const;
   std::unique_ptr<Group> group_;

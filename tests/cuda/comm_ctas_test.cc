@@ -47,14 +47,16 @@ TEST(TransfersAloneCommCtasTest, AGpuTooSmallForEveryRankStillGetsOneCtaPerChann
 }
 
 TEST(TransfersAloneComputeCtasTest, OnePerTwoSmsTheRankSees) {
-  EXPECT_EQ(TransfersAloneComputeCtas(896, 132), 66);
-  EXPECT_EQ(TransfersAloneComputeCtas(224, 32), 16);  // a quarter of an H100 under MPS
+  EXPECT_EQ(TransfersAloneComputeCtas(1792, 132, 1000), 66);
+  EXPECT_EQ(TransfersAloneComputeCtas(224, 32, 47), 16);  // a quarter of an H100 under MPS
 }
 
-TEST(TransfersAloneComputeCtasTest, NeverMoreThanTheTilesNorFewerThanOne) {
-  EXPECT_EQ(TransfersAloneComputeCtas(4, 132), 4);
-  EXPECT_EQ(TransfersAloneComputeCtas(896, 1), 1);
-  EXPECT_EQ(TransfersAloneComputeCtas(0, 132), 1);
+TEST(TransfersAloneComputeCtasTest, NeverMoreThanTheTilesOrTheRoomNorFewerThanOne) {
+  EXPECT_EQ(TransfersAloneComputeCtas(4, 132, 1000), 4);
+  EXPECT_EQ(TransfersAloneComputeCtas(1792, 66, 5), 5);  // comm CTAs took most slots
+  EXPECT_EQ(TransfersAloneComputeCtas(1792, 66, -3), 1);
+  EXPECT_EQ(TransfersAloneComputeCtas(1792, 1, 1000), 1);
+  EXPECT_EQ(TransfersAloneComputeCtas(0, 132, 1000), 1);
 }
 
 TEST(DefaultCopyEngineFreeCtasTest, AThirtySecondOfTheSlotsForOneOrTwoRanks) {
