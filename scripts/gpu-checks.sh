@@ -9,7 +9,8 @@
 # setting is changed. TESTS: the gtest filter of cuda_gpu_test per mode (default: the launch
 # protocol's tests); the full binary runs once, time-sliced (SKIP_FULL=1: not at all).
 # The ops' tests (ops_gpu_test) run in OPS_MODES (default ts:8 mps:8; SKIP_OPS=1: not at all).
-# The copy engine's tests run again with 4 ranks at 25% each in QUARTER_MODES (default mps:8).
+# The copy engine's tests run again with 4 ranks at 25% each in QUARTER_MODES (default mps:8
+# when MODES is not set, else none; the ops' part obeys SKIP_OPS).
 # SKIP_BENCH=1: tests only. The benches include the ops from C++ and Python beside torch
 # (ops_py_vs_cpp) and syncopate_tp_bench (tp_mps), both under MPS.
 set -uo pipefail
@@ -50,13 +51,17 @@ for mode in ${MODES:-ts:1 ts:32 mps:1 mps:8 mps:32}; do
   step "protocol_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter="$protocol_tests"
 done
 # Four ranks with a quarter of the SMs each, as on the stall matrix's 4-rank rows: the copy
-# engine's tests (bench/RESULTS.md, tenth session, says why). QUARTER_MODES (default mps:8; " ":
-# none).
-for mode in ${QUARTER_MODES:-mps:8}; do
+# engine's tests (bench/RESULTS.md, tenth session, says why). QUARTER_MODES: default mps:8 in a
+# full run, none when MODES picks the modes (a targeted call asks for them by name).
+quarter_default=mps:8
+[[ -n ${MODES+set} ]] && quarter_default=""
+for mode in ${QUARTER_MODES-$quarter_default}; do
   MPS_PCT=25 step "copy_engine_quarter_${mode/:/_}" in_mode "$mode" "$bin/cuda_gpu_test" \
     --gtest_filter='FusedCopyEngineTest.*'
-  MPS_PCT=25 step "ops_copy_engine_quarter_${mode/:/_}" in_mode "$mode" "$bin/ops_gpu_test" \
-    --gtest_filter='*ce*w4*:*w4_ce*'
+  if [[ -z ${SKIP_OPS:-} ]]; then
+    SYNCOPATE_OPS_REPLAYS=1000 MPS_PCT=25 step "ops_copy_engine_quarter_${mode/:/_}" in_mode \
+      "$mode" "$bin/ops_gpu_test" --gtest_filter='*ce*w4*:*w4_ce*'
+  fi
 done
 # Fused AllGather+GEMM and GEMM+ReduceScatter with the ranks as MPS clients, static against
 # dynamic tile dealing, with a per-CTA trace of each fused row (bench/multigpu/trace_summary.py

@@ -10,7 +10,9 @@
 # Defaults: MODES "ts:1 ts:8 ts:32 mps:1 mps:8 mps:32", WORLDS "2 3 4 8" (under MPS each rank gets
 # 100/world percent of the SMs), CHUNKS 1,2,4,8, BACKENDS ce,sm (each its own bench run,
 # appending to the one CSV), WORKLOADS ag,rs, LAUNCHES 10000, TOKENS 2048 and MODEL llama3.1-8b
-# (world 3: qwen2-72b at 2046 tokens, the shapes that split 3 ways);
+# (world 3: qwen2-72b at 2046 tokens, the shapes that split 3 ways; its GEMM is about 5x the 8B
+# world-4 one, so give it fewer LAUNCHES or a longer STEP_TIMEOUT; TOKENS and MODEL, when set,
+# apply to every world, and a world they do not split runs nothing and fails);
 # EXTRA: more syncopate_tp_bench flags (e.g. "--transfers-compute-ctas 1"). Logs and CSVs under
 # $OUT (or ./gpu-out). STEP_TIMEOUT bounds each bench run (default 560 s over the backends). The
 # whole matrix is many device calls: about 50 rows x LAUNCHES launches per (mode, world), so pick

@@ -202,8 +202,10 @@ Result<std::vector<int64_t>> BucketsFor(const OpConfig& op, int world) {
 
 // The heuristic, from what bench/RESULTS.md measured (2026-12-04/05, ranks as MPS clients of one
 // GPU, the stand-in for several GPUs):
-// - the SM backend, because the copy engine's side-stream copies stall with four concurrent
-//   ranks on one GPU (issue 16) while the SM backend passed every mode;
+// - the SM backend: the copy engine's side-stream copies stalled with four concurrent ranks on
+//   one GPU (issue 16; since 2026-12-06 clean at 1-4 chunks, still stalling at 8), and its
+//   fused AllGather ran slower than the SM backend's at every shape measured (2 ranks, M=8192:
+//   1.41 against 1.33 ms; 4 ranks, M=2048: 0.58 against 0.53);
 // - GEMM+ReduceScatter / AllReduce unfused: the fused kernel reduces each chunk in one CTA and
 //   lost to the local GEMM followed by the transfers (70B TP=4 15.0 against 11.7 ms);
 // - AllGather+GEMM fused from kFusedMinRowsPerRank rows per rank, where its tiles' waits hide the

@@ -48,8 +48,9 @@ namespace syncopate::cuda {
 // more. Measured 2026-12-06 (H100, 2 ranks as MPS clients at 50%, 8B M=8192, tp bench
 // --comm-ctas): fused AllGather 1.28-1.41 ms at 2 against 1.41-1.47 at 8 (the rule before),
 // 1.48 at 16 and 1.60-1.80 at 1; ReduceScatter 1.63 at 2, 1.66 at 8, 1.85 at 16; at M=2048,
-// 2 was 2-8% faster than 8. Otherwise up to 16 and an eighth of the resident slots
-// (`ctas_per_sm` x `sm_count`).
+// 2 was 2-9% faster than 8. Below 16 SMs one (the rule before gave one there too, and a GPU
+// view of 3 SMs fits one comm, one control and one compute CTA). Otherwise up to 16 and an
+// eighth of the resident slots (`ctas_per_sm` x `sm_count`).
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused
@@ -80,7 +81,8 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 // 0.452 at 2 chunks and stalled at 4 (the session before).
 int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room);
 
-// CTA slots a copy-engine launch leaves free: at least one, 1/32 of the resident slots.
+// CTA slots a copy-engine launch leaves free: at least one; 1/32 of the resident slots with one
+// or two ranks on the GPU, a quarter with more.
 //
 // Why: the driver may run a device-to-device cuMemcpyAsync as a kernel on the SMs (it does on
 // the H200 for copies between two processes' mappings of the one GPU, at most chunk sizes). A
@@ -93,9 +95,11 @@ int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room);
 // 2.0 with 16, 3.7 with 40): a few by default, LaunchOptions::free_ctas for more.
 // With more than two ranks on the GPU (`ranks_on_device`) a few are not enough: 4 ranks as MPS
 // clients (32 SMs each, the fused wgmma AG holding one CTA per SM) stalled within 15 launches
-// with 1 and with 4 slots free and ran 2 x 2,000 launches clean with 8 (2026-12-06, H100). So a
-// quarter of the slots there; two ranks keep 1/32 (80,000 launches clean at 2 ranks). Empirical
-// like the numbers: which copy kernels need how many slots is not established.
+// with 1 and with 4 slots free and ran 2 x 2,000 launches clean with 8 (2026-12-06, H100), then
+// 20,000 per variant at 1, 2 and 4 chunks, but at 8 chunks it still stalled. So a quarter of
+// the slots there, known not to be enough at 8 chunks; two ranks keep 1/32 (80,000 launches clean
+// at 2 ranks). Empirical like the numbers: which copy kernels need how many slots is not
+// established.
 int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device);
 
 // How LaunchLocal runs the local variant.

@@ -19,6 +19,8 @@ TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
   EXPECT_EQ(DefaultCommCtas(1, 132, 1), 2);
   EXPECT_EQ(DefaultCommCtas(1, 66, 1), 2);
   EXPECT_EQ(DefaultCommCtas(3, 66, 1), 3);  // still one per channel
+  EXPECT_EQ(DefaultCommCtas(1, 14, 1), 1);  // below 16 SMs one, as the rule before gave
+  EXPECT_EQ(DefaultCommCtas(1, 3, 1), 1);
 }
 
 TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
