@@ -30,3 +30,15 @@ cp bench/multigpu/concurrent_rows.py .device/bin/
 mkdir -p .device/bin/python/syncopate
 cp ops/python/syncopate/*.py .device/bin/python/syncopate/
 cp ops/python/tests/gpu/torch_ops_check.py .device/bin/python/
+# WARM_ARGS: syncopate_tp_bench problem flags (e.g. "--gpus 4 --tp 4 --workloads ag --models
+# llama3.1-8b --tokens 2048 --chunks 1,2,4,8") whose kernels are compiled here, for the H100/H200
+# (sm_90a), into .device/cache, which stall-matrix.sh seeds its cache from: the ranks on the GPU
+# then load them instead of compiling (device time is the scarce part). Mind the carry limit
+# (64 MiB with the bundle): a cubin is 0.1-0.3 MB.
+rm -rf .device/cache
+if [[ -n ${WARM_ARGS:-} ]]; then
+  # shellcheck disable=SC2086  # WARM_ARGS is a list of flags
+  "$build/bench/multigpu/syncopate_tp_bench" --plan-only --nvrtc --arch sm_90a \
+    --cache-dir .device/cache $WARM_ARGS
+  echo "kernel cache: $(du -sh .device/cache | cut -f1) in .device/cache"
+fi

@@ -26,6 +26,9 @@ read -ra backend_list <<<"$backends"
 # One (mode, world, backend) run each; a device call allows 600 s for them all.
 export STEP_TIMEOUT=${STEP_TIMEOUT:-$((560 / ${#backend_list[@]}))}
 launches=${LAUNCHES:-10000}
+# Kernels compiled on the build host (WARM_ARGS of gpu-run.sh): the ranks load them, so the step
+# limits time launches, not compiles.
+if [[ -d .device/cache ]]; then mkdir -p "$out/cache" && cp -r .device/cache/. "$out/cache/"; fi
 csvs=()
 no_rows=0
 rows_in() { [[ -f $1 ]] && wc -l <"$1" || echo 0; }

@@ -2,6 +2,7 @@
 #include "bench/multigpu/plan_check.h"
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/numbers.h"
@@ -9,6 +10,7 @@
 #include "bench/multigpu/kernels.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
+#include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
 #include "runtime/cuda/control_block.h"
 #include "runtime/cuda/kernel_loader.h"
@@ -17,14 +19,26 @@
 namespace syncopate::tp_bench {
 namespace {
 
+// " nvrtc N ms" for a compile, " cached" for a kernel `cache` already held.
+std::string BuildNote(const jit::BuiltKernel& built) {
+  if (built.source == cache::KernelCache::Source::kCompiled) {
+    return absl::StrCat(" nvrtc ", static_cast<int>(built.compiled->compile_ms), " ms");
+  }
+  return " cached";
+}
+
 // One kernel of one configuration: generated, checked against the runtime's capacities, and
-// compiled when asked. Returns a one-line summary.
+// compiled when asked. With `cache`, built through it, local variant too, with the options and
+// node map the ranks use (one node: no map), so that their builds on the GPU hit it. Returns a
+// one-line summary.
 absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const plan::Plan& plan,
-                                        const jit::KernelSpec& spec, std::string_view source) {
+                                        const jit::KernelSpec& spec, std::string_view source,
+                                        cache::KernelCache* cache) {
   jit::BuildOptions build;
   build.arch = cuda::ArchFor(cc);
   build.extra_options.insert(build.extra_options.end(), flags.nvrtc_options.begin(),
                              flags.nvrtc_options.end());
+  build.cache = cache;
   ASSIGN_OR_RETURN(const jit::PreparedKernel prepared,
                    jit::PrepareFusedKernel(plan, spec, source, build));
   const jit::GeneratedKernel& gen = prepared.generated;
@@ -39,7 +53,13 @@ absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const p
                                   " out-chunks ", md.num_outgoing_chunks, " comm-ctas ",
                                   md.suggested_comm_ctas, " source ", gen.source.size() / 1024,
                                   " KiB");
-  if (flags.plan_only_nvrtc) {
+  if (flags.plan_only_nvrtc && cache != nullptr) {
+    ASSIGN_OR_RETURN(const jit::BuiltKernel fused, jit::BuildKernel(prepared, build));
+    ASSIGN_OR_RETURN(const jit::PreparedKernel local_prepared,
+                     jit::PrepareLocalKernel(spec, source, build));
+    ASSIGN_OR_RETURN(const jit::BuiltKernel local, jit::BuildKernel(local_prepared, build));
+    absl::StrAppend(&line, BuildNote(fused), ", local", BuildNote(local));
+  } else if (flags.plan_only_nvrtc) {
     // No cache: the check times a cold compile, as a first build on a fresh node would.
     ASSIGN_OR_RETURN(nvrtc::CompiledKernel k,
                      jit::CompilePrepared(prepared, std::nullopt, nullptr));
@@ -56,6 +76,12 @@ absl::Status CheckPlans(const BenchFlags& flags) {
   int cc = 0;
   if (flags.arch.rfind("sm_", 0) != 0 || !absl::SimpleAtoi(flags.arch.substr(3, 2), &cc)) {
     return absl::InvalidArgumentError(absl::StrCat("--arch ", flags.arch, ": want sm_NN"));
+  }
+  std::unique_ptr<cache::KernelCache> cache;
+  if (flags.plan_only_nvrtc && !flags.cache_dir.empty()) {
+    cache::KernelCache::Options options;
+    options.dir = flags.cache_dir;
+    ASSIGN_OR_RETURN(cache, cache::KernelCache::Open(options));
   }
   int ok = 0, failed = 0;
   for (int world : worlds) {
@@ -74,7 +100,7 @@ absl::Status CheckPlans(const BenchFlags& flags) {
           const bool comm = variant == 1;
           absl::StatusOr<std::string> r =
               CheckKernel(flags, cc, pk->plan, comm ? pk->comm_spec : pk->gemm_spec,
-                          comm ? CommOnlySource() : *gemm_src);
+                          comm ? CommOnlySource() : *gemm_src, cache.get());
           const std::string what = comm ? "comm_only" : pk->gemm_source;
           if (r.ok()) {
             std::printf("ok   %s %s: %s%s\n", prefix.c_str(), what.c_str(), r->c_str(),
