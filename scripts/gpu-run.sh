@@ -38,7 +38,7 @@ cp ops/python/tests/gpu/torch_ops_check.py .device/bin/python/
 rm -rf .device/cache
 if [[ -n ${WARM_ARGS:-} ]]; then
   # shellcheck disable=SC2086  # WARM_ARGS is a list of flags
-  "$build/bench/multigpu/syncopate_tp_bench" --plan-only --nvrtc --arch sm_90a \
-    --cache-dir .device/cache $WARM_ARGS
+  "$build/bench/multigpu/syncopate_tp_bench" --arch sm_90a \
+    --fill-cache .device/cache $WARM_ARGS
   echo "kernel cache: $(du -sh .device/cache | cut -f1) in .device/cache"
 fi

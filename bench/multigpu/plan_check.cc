@@ -78,9 +78,9 @@ absl::Status CheckPlans(const BenchFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--arch ", flags.arch, ": want sm_NN"));
   }
   std::unique_ptr<cache::KernelCache> cache;
-  if (flags.plan_only_nvrtc && !flags.cache_dir.empty()) {
+  if (flags.plan_only_nvrtc && !flags.fill_cache_dir.empty()) {
     cache::KernelCache::Options options;
-    options.dir = flags.cache_dir;
+    options.dir = flags.fill_cache_dir;
     ASSIGN_OR_RETURN(cache, cache::KernelCache::Open(options));
   }
   int ok = 0, failed = 0;

@@ -128,6 +128,11 @@ void DeclareFlags(FlagSet& s, BenchFlags* f, RawFlags* raw) {
   s.Bool("plan-only", &f->plan_only,
          "build every plan and generate every kernel's source; no GPU needed");
   s.Bool("nvrtc", &f->plan_only_nvrtc, "with --plan-only: also compile each kernel with NVRTC");
+  s.String("fill-cache", &f->fill_cache_dir,
+           "implies --plan-only --nvrtc: build every kernel and its local variant through\n"
+           "this kernel cache, keyed as the ranks key them (a --cache-dir for a later GPU\n"
+           "run), instead of timing cold compiles")
+      .Metavar("DIR");
   s.Repeated("nvrtc-option", &f->nvrtc_options,
              "with --nvrtc: one more NVRTC option (repeatable), e.g. --time=- (phase times); each "
              "kernel's NVRTC log is printed")
@@ -165,6 +170,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
   }
   f.ce_prefer_dma = raw.ce_copies == "dma";
   if (raw.no_check) f.check = false;
+  if (!f.fill_cache_dir.empty()) f.plan_only_nvrtc = true;
   if (f.plan_only_nvrtc) f.plan_only = true;
   return f;
 }

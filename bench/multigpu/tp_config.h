@@ -88,6 +88,7 @@ struct BenchFlags {
   bool list = false;        // print the problems and exit (no GPU)
   bool plan_only = false;   // build every plan and generate every kernel source (no GPU)
   bool plan_only_nvrtc = false;  // --plan-only plus NVRTC for --arch (no GPU needed)
+  std::string fill_cache_dir;    // with plan_only_nvrtc: build through this cache ("": cold)
   // With plan_only_nvrtc: extra NVRTC options (e.g. "--time=-": phase times in the printed log).
   std::vector<std::string> nvrtc_options;
   std::string arch = "sm_90";  // --plan-only: the GPU to generate / compile for
