@@ -1,7 +1,8 @@
 #!/bin/sh
-# syncopate_tp_bench --fill-cache DIR (implies --plan-only --nvrtc) fills a kernel cache without a GPU: run
-# twice into one fresh folder, the second run must find both kernels (the GEMM and comm_only) and
-# their local variants there. Prints "N kernels cached" (ctest expects 2). $1: the bench binary.
+# syncopate_tp_bench --fill-cache DIR (implies --plan-only --nvrtc) fills a kernel cache without
+# a GPU: run twice into one fresh folder, the second run must find both kernels (the GEMM and
+# comm_only) and their local variants there. Prints "N kernels cached" (ctest expects 2).
+# $1: the bench binary.
 set -u
 bench=$1
 dir=$(mktemp -d)
