@@ -15,6 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/multigpu/check_kernels.h"
 #include "bench/multigpu/kernels.h"
 #include "bench/multigpu/results.h"
@@ -647,6 +649,12 @@ absl::Status Runner::Measure(const Problem& p, ResultRow row,
   row.out_sq = all.out_sq;
   row.note = row.note.empty() ? all.note : absl::StrCat(row.note, all.note.empty() ? "" : "; ", all.note);
   rows.push_back(row);
+  // The table prints when the problem ends; this line now, so a run cut off by a time limit
+  // still shows how far it got (and that it was measuring, not compiling).
+  if (rank_ == 0) {
+    std::fprintf(stderr, "  measured %s %s x%d: %.4f ms, %s\n", row.impl.c_str(),
+                 row.backend.c_str(), row.chunks, row.time_ms, row.check.c_str());
+  }
   if (combined) *combined = all;
   if (all.fatal) {
     return absl::AbortedError(absl::StrCat(p.Label(), " ", row.impl, " ", row.backend, " x",
@@ -721,6 +729,8 @@ bool Runner::SkipOnCopyEngine(ProblemRun& run, const std::string& impl, const st
 }
 
 absl::Status Runner::BuildVariants(ProblemRun& run) {
+  const absl::Time started = absl::Now();
+  if (rank_ == 0) std::fprintf(stderr, "  building the kernels of %s\n", run.p.Label().c_str());
   run.variants.resize(f_.chunks.size());
   for (size_t i = 0; i < run.variants.size(); ++i) {
     Variant& v = run.variants[i];
@@ -742,6 +752,10 @@ absl::Status Runner::BuildVariants(ProblemRun& run) {
   }
   for (Variant& v : run.variants) {
     if (v.usable && run.base == nullptr) run.base = &v;
+  }
+  if (rank_ == 0) {
+    std::fprintf(stderr, "  built in %.1f s (every rank)\n",
+                 absl::ToDoubleSeconds(absl::Now() - started));
   }
   return absl::OkStatus();
 }
