@@ -53,7 +53,7 @@ absl::StatusOr<std::string> CheckKernel(const BenchFlags& flags, int cc, const p
                                   " out-chunks ", md.num_outgoing_chunks, " comm-ctas ",
                                   md.suggested_comm_ctas, " source ", gen.source.size() / 1024,
                                   " KiB");
-  if (flags.plan_only_nvrtc && cache != nullptr) {
+  if (cache != nullptr) {
     ASSIGN_OR_RETURN(const jit::BuiltKernel fused, jit::BuildKernel(prepared, build));
     ASSIGN_OR_RETURN(const jit::PreparedKernel local_prepared,
                      jit::PrepareLocalKernel(spec, source, build));
@@ -78,7 +78,7 @@ absl::Status CheckPlans(const BenchFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--arch ", flags.arch, ": want sm_NN"));
   }
   std::unique_ptr<cache::KernelCache> cache;
-  if (flags.plan_only_nvrtc && !flags.fill_cache_dir.empty()) {
+  if (!flags.fill_cache_dir.empty()) {  // implies plan_only_nvrtc (ParseFlags)
     cache::KernelCache::Options options;
     options.dir = flags.fill_cache_dir;
     ASSIGN_OR_RETURN(cache, cache::KernelCache::Open(options));

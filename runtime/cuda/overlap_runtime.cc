@@ -253,6 +253,11 @@ int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device) {
 
 namespace {
 
+// The backend a launch under `options` runs on: direct launches are SM launches.
+Backend LaunchBackend(const LaunchOptions& options) {
+  return options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+}
+
 // One-time work (uploads, module loads) cannot go into a CUDA graph being captured.
 absl::Status RefuseIfCapturing(const DriverApi& api, CUstream stream, absl::string_view what) {
   if (stream == nullptr) return absl::OkStatus();
@@ -279,8 +284,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.metadata();
   const int me = rank();
-  const Backend backend =
-      options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+  const Backend backend = LaunchBackend(options);
   const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
   int comm = 0;
   if (backend == Backend::kSm) {
@@ -411,7 +415,7 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
 void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& options) const {
   const int sm_count = group_->context().sm_count();
   const int resident = k.fused_ctas_per_sm_ * sm_count;
-  const Backend backend = options.backend == Backend::kDirect ? Backend::kSm : options.backend;
+  const Backend backend = LaunchBackend(options);
   if (backend == Backend::kSm && options.comm_ctas == 0) {
     options.comm_ctas = TransfersAloneCommCtas(k.metadata().suggested_comm_ctas, resident,
                                                group_->ranks_on_device());
