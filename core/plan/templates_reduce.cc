@@ -89,25 +89,30 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
   return done;
 }
 
+// Chunk-major: chunk k's transfers (the owner's own contribution, then rounds d = 1 .. W-1, in
+// which rank q reduces its contribution to shard q + d into that owner's result) take steps
+// k * (W-1) .. k * (W-1) + W-2, so each rank's one channel lists chunk 0's transfers, then chunk
+// 1's, and so on. Every transfer of chunk k waits only for chunk k's tiles; a round-major order
+// (every chunk's own contribution, then every chunk's round 1, ...) made the channel move chunk
+// 0's reductions only after the last chunk was computed: all but the own contributions of the
+// early chunks ran after the GEMM (bench/RESULTS.md, eleventh session).
 absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayout& l,
                                                  const ScatterPhase& p) {
   const int w = l.world();
   ChunkDeps done = EmptyChunkDeps(l);
-  if (!p.in_place) {
-    for (int k = 0; k < l.chunks(); ++k) {
+  for (int k = 0; k < l.chunks(); ++k) {
+    const int chunk_step = p.step_base + k * (w - 1);
+    if (!p.in_place) {
       for (int j = 0; j < w; ++j) {
-        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, p.step_base, {}));
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, chunk_step, {}));
       }
     }
-  }
-  // Round d: rank q reduces its contribution to shard q + d into that owner's result.
-  for (int d = 1; d < w; ++d) {
-    for (int k = 0; k < l.chunks(); ++k) {
+    for (int d = 1; d < w; ++d) {
       for (int q = 0; q < w; ++q) {
         const int j = (q + d) % w;
         done[j][k].push_back(
             b.Add(ReducePush(l, p, j, k, q, j, /*into_result=*/true,
-                             /*own_contribution=*/true, p.channel_base, p.step_base + d - 1)));
+                             /*own_contribution=*/true, p.channel_base, chunk_step + d - 1)));
       }
     }
   }

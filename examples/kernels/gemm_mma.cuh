@@ -224,6 +224,8 @@ __device__ void gemm_mma(Schedule& s, const T* __restrict__ A, const T* __restri
     }
     s.done(t);
   }
+  // No tile left: help move the chunks still waiting to leave (GEMM+RS, +AR; a no-op otherwise).
+  s.join_transfers();
 }
 
 }  // namespace syncopate_examples

@@ -23,6 +23,7 @@
 //                    threads, named barrier 2). Without room for the staging tile (4 stages of
 //                    128 x 256), with a misaligned C, or with the cp.async producer (the
 //                    descriptors come from the TMA path), registers go straight to global memory.
+//                    With no tile left, they join the transfers still waiting (s.join_transfers).
 // The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
 // its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
 //
@@ -621,6 +622,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
                                     t.n * BN + (lane % 4) * 2, M, N, pair_store);
       s.done_by_group(t, group);
     }
+    s.join_transfers(group);
     return;
   }
   int it = 0;
@@ -683,6 +685,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     s.done_by_group(t, group);
   }
   if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
+  // No tile left: the consumers help move the chunks still waiting to leave (GEMM+RS, +AR).
+  s.join_transfers(group);
 #endif  // SYNCOPATE_WGMMA_OK
 }
 

@@ -13,7 +13,8 @@
 //                             a rank that is pulled from ends its launch only after that, so its
 //                             caller may overwrite the source afterwards.
 // Plus, local to a rank (plain device memory): chunk_counters[], chunk_ready[], step_counters[],
-// the device abort word and tile_counter[2] (launch_abi.h); and in host-mapped memory (HostWords) the
+// the device abort word, tile_counter[2] and the epoch-tagged step_claims[] (launch_abi.h,
+// impl/pieces.cuh); and in host-mapped memory (HostWords) the
 // WaitTimeoutRecord, the host abort flag, the progress words S writes at a launch's start and
 // end (read by Sync() without any stream), and the gate words of copy-engine steps.
 //

@@ -111,6 +111,11 @@ absl::Status Group::Init() {
                                           rescue_stream_.get()));
   CU_RETURN_IF_ERROR(
       api.cuMemsetD32Async(chunk_words_.get(), 0, kChunkWords, rescue_stream_.get()));
+  ASSIGN_OR_RETURN(step_claims_,
+                   DeviceBuffer::Allocate(api, sizeof(uint64_t) * kStepCounterCapacity));
+  CU_RETURN_IF_ERROR(api.cuMemsetD32Async(
+      step_claims_.get(), 0, sizeof(uint64_t) / sizeof(uint32_t) * kStepCounterCapacity,
+      rescue_stream_.get()));
   std::vector<CUdeviceptr> table(world_size(), 0);  // 0 for ranks on other nodes
   for (int r = 0; r < world_size(); ++r) {
     if (same_node(r)) table[r] = SignalWord(r, 0);

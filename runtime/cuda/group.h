@@ -325,6 +325,7 @@ class Group {
   DeviceBuffer chunk_words_;        // chunk_counters[kChunkCapacity], chunk_ready[kChunkCapacity],
                                     // step_counters[kStepCounterCapacity], device abort word,
                                     // tile_counter[2], launch_epoch[2]
+  DeviceBuffer step_claims_;        // u64 [kStepCounterCapacity], epoch-tagged (impl/pieces.cuh)
   DeviceBuffer peer_signal_table_;  // u32* [world]
   DeviceBuffer peer_entered_table_;  // u32* [world]: rank q's entered word about this rank
   LaunchWatch watch_;                // host-mapped words, launch-done event, Sync's watch

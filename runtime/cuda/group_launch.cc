@@ -37,6 +37,7 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.num_control_ctas = launch.num_control_ctas;
   args.gate_words = reinterpret_cast<syncopate_u32*>(GateWord(0));
   args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
+  args.step_claims = reinterpret_cast<syncopate_u64*>(step_claims_.get());
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
   args.tile_counter =
       timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;

@@ -217,6 +217,54 @@ TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
 
+// GEMM+ReduceScatter steps of several 512 KB pieces (impl/pieces.cuh), claimed by the comm CTAs
+// and by the compute CTAs that ran out of tiles, over many launches: the claim words are tagged
+// with the epoch and never reset, the arrival counters are reset by each step's last piece, so a
+// word left from the launch before must never count. Both example kernels join (the Hopper one
+// with its consumer warpgroups, the mma one with the whole CTA); steps of 1-4 pieces.
+TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
+  SYNCOPATE_REQUIRE_GPU();
+  struct Case {
+    Param p;
+    bool wgmma;
+  };
+  const std::vector<Case> cases = {
+      // 4096 x 1024 bf16 out: shards of 4 MB, steps of 2 MB (4 pieces).
+      {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 4096, 1024, 128},
+       true},
+      // Shards of 2 MB in 4 chunks: steps of 512 KB (1 piece) and 3 ranks' reductions into each.
+      {{"rs", "reducescatter.direct", 4, plan::DType::kF16, Backend::kSm, 4, 4096, 1024, 128},
+       true},
+      // The mma kernel, one chunk per shard of 2 MB (4 pieces).
+      {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 1, 2048, 1024, 64},
+       false},
+  };
+  std::string not_run;  // cases whose ranks do not fit on the GPU at once
+  for (const Case& k : cases) {
+    if (std::string why = RanksDoNotFitReason(k.p.world); !why.empty()) {
+      not_run += " world " + std::to_string(k.p.world) + ": " + why;
+      continue;
+    }
+    WorkloadConfig c;
+    c.launches = 30;
+    c.check_every = 10;
+    c.dynamic_tiles = true;
+    bool skip = false;
+    std::vector<absl::Status> results;
+    if (k.wgmma) {
+      results = RunWgmmaWorkload(k.p, c, &skip);
+      if (skip) GTEST_SKIP() << results[0];
+    } else {
+      results = RunWorkload(k.p, c);
+    }
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_TRUE(results[r].ok()) << (k.wgmma ? "wgmma" : "mma") << " world " << k.p.world
+                                   << " rank " << r << ": " << results[r];
+    }
+  }
+  if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
+}
+
 // Four ranks sharing one GPU as MPS clients with a quarter of its SMs each (gpu-checks.sh runs
 // this test at MPS_PCT=25 as well): the fused copy-engine AllGather of the Hopper kernel (one CTA
 // per SM) stalled within 15 launches when it left 1 or 4 of a rank's 32 slots to the driver's

@@ -200,6 +200,29 @@ TEST(TemplatesTest, ReduceScatterOutputIsLargestShard) {
   EXPECT_EQ(local, 3);
 }
 
+// Each rank's channel lists chunk 0's transfers (own contribution, then its reductions into the
+// other owners), then chunk 1's, ...: a transfer of an early chunk never queues behind a later
+// chunk's, whose tiles are computed last (a fused kernel's comm CTAs run a channel in order).
+TEST(TemplatesTest, ReduceScatterDirectListsEachChannelChunkMajor) {
+  for (int world : {2, 3, 4}) {
+    const int chunks = 4;
+    absl::StatusOr<Plan> plan =
+        BuildTemplate("reducescatter.direct", Params(world, {int64_t{world} * chunks * 2}, chunks));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(plan->ranks[r].channels.size(), 1u);
+      const std::vector<Transfer>& channel = plan->ranks[r].channels[0];
+      ASSERT_EQ(channel.size(), static_cast<size_t>(world * chunks)) << "rank " << r;
+      for (size_t i = 0; i < channel.size(); ++i) {
+        // Global chunk ids are shard * chunks + k: chunk k of its shard.
+        EXPECT_EQ(channel[i].chunk % chunks, static_cast<int>(i) / world)
+            << "world " << world << " rank " << r << " position " << i;
+      }
+      EXPECT_EQ(channel[0].kind, TransferKind::kLocalCopy) << "rank " << r;
+    }
+  }
+}
+
 TEST(TemplatesTest, AllReduceGatherWaitsForReduction) {
   absl::StatusOr<Plan> plan = BuildTemplate("allreduce.rs_ag", Params(4, {8}, 2));
   ASSERT_TRUE(plan.ok()) << plan.status();

@@ -30,6 +30,11 @@
 //   bool publishes(const Tile&)                      done_by_group will publish chunks: the
 //                                                    tile's asynchronous (bulk) stores must be
 //                                                    complete before it, not just issued
+// And, after the last tile (optional, but a kernel without it leaves a GEMM+ReduceScatter's last
+// chunks to the few comm CTAs):
+//   bool join_transfers() / join_transfers(ThreadGroup g)
+//                             the CTA (or the group that computed tiles) helps move the chunks
+//                             still waiting to leave (impl/pieces.cuh); false: aborted
 //
 // Schedules:
 //   syncopate::LocalSchedule(tiles_m, tiles_n, group_m, args.tile_counter)

@@ -60,7 +60,7 @@ typedef int64_t syncopate_i64;
 
 namespace syncopate {
 
-constexpr int kAbiVersion = 4;
+constexpr int kAbiVersion = 5;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
@@ -144,6 +144,10 @@ struct FusedLaunchArgs {
   syncopate_u32* const* peer_entered;  // device table [world_size]: rank q's entered word about
                                        // this rank (nullptr: q on another node)
   syncopate_u32* progress;             // host-mapped [2]: epoch started, epoch finished
+  // Device [kStepCounterCapacity]: per transfer-program step, (epoch << 32) | pieces of the step
+  // claimed in that launch, for plans whose transfers wait for tiles (impl/pieces.cuh). Tagged
+  // with the epoch, so never reset; start at 0. nullptr: steps split statically.
+  syncopate_u64* step_claims;
 };
 
 }  // namespace syncopate

@@ -11,12 +11,15 @@
 // when the launch has no control CTA (launch_abi.h). When no transfer of the plan waits for a
 // tile (Tables::kCommJoinsCompute: AllGather-like plans) and tiles are dealt dynamically, a comm
 // CTA that finished its program goes on to compute tiles (FusedSchedule::CommJoinsCompute says
-// when), so the slots it held are not lost to the GEMM for the rest of the kernel.
+// when), so the slots it held are not lost to the GEMM for the rest of the kernel. Plans whose
+// transfers do wait for tiles go the other way (impl/pieces.cuh): steps move in claimed pieces,
+// and compute CTAs with no tile left join in (FusedSchedule::join_transfers).
 // Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_COMM_CUH_
 #define SYNCOPATE_IMPL_COMM_CUH_
 
 #include <syncopate/impl/launch_waits.cuh>
+#include <syncopate/impl/pieces.cuh>
 #include <syncopate/impl/schedule.cuh>
 #include <syncopate/impl/sync.cuh>
 #include <syncopate/impl/types.cuh>
@@ -26,35 +29,6 @@ namespace syncopate {
 // Channels one comm CTA interleaves at a time; more are handled in successive batches (launch
 // ceil(channels / 64) comm CTAs or more to keep every channel live).
 constexpr int kCommMaxChannelsPerCta = 64;
-
-namespace detail {
-
-// Thread 0 only. True when every dependency of `op` is met; otherwise `blocked` names the first
-// unmet wait and `seen` its value.
-template <class Tables>
-SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
-                                WaitEntry& blocked, unsigned& seen) {
-  for (int d = op.dep_begin; d < op.dep_end; ++d) {
-    const WaitEntry w = Tables::deps()[d];
-    const unsigned v = LoadAcquireSys(SignalWord(args, w));
-    if (!EpochReached(v, LaunchEpoch(args))) {
-      blocked = w;
-      seen = v;
-      return false;
-    }
-  }
-  if (op.ready_chunk >= 0) {
-    const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
-    if (!EpochReached(v, LaunchEpoch(args))) {
-      blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
-      seen = v;
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace detail
 
 // CTA-collective; call from comm CTAs only (blockIdx.x < args.num_comm_ctas). False when the
 // launch aborted (the CTA must then return).
@@ -70,6 +44,7 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
   const int total_ops = Tables::chan_ops()[Tables::chan_base()[Tables::kWorldSize]];
   // slot: this CTA's place among `slots` channel owners; part of `parts` of each step.
   int slot = cta, slots = ctas, part = 0, parts = 1;
+  const bool in_pieces = StepsMoveInPieces<Tables>(args);
   if (chan_count > 0 && ctas >= 2 * chan_count && total_ops <= kStepCounterCapacity) {
     parts = ctas / chan_count;
     slot = cta % chan_count;
@@ -121,8 +96,13 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
       const int step = next_step;
       if (step == -2) return false;
       if (step < 0) break;
-      // Ends with a barrier, so next_step is not rewritten before every thread has read it.
-      MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments(), part, parts, step);
+      // Both end with a barrier, so next_step is not rewritten before every thread has read it.
+      if (in_pieces) {
+        // The CTAs of the channel and any joined compute CTA share the step piece by piece.
+        MoveStepPieces(args, Tables::prog_ops()[step], step, Tables::segments(), WholeCta());
+      } else {
+        MoveChunkAndSignal(args, Tables::prog_ops()[step], Tables::segments(), part, parts, step);
+      }
     }
     __syncthreads();  // the cursors are rewritten by the next batch
   }

@@ -73,13 +73,27 @@ SYNCOPATE_DEVICE void GroupBarrier(int id, int nthreads) {
 }
 
 // A thread group of a warp-specialised CTA: this thread's index in the group, the group's size,
-// and the named barrier its members (and only they) synchronise on.
+// and the named barrier its members (and only they) synchronise on; barrier 0 is the whole CTA
+// (__syncthreads, for any block size).
 struct ThreadGroup {
   int tid;
   int nthreads;
   int barrier;
-  SYNCOPATE_DEVICE void sync() const { GroupBarrier(barrier, nthreads); }
+  SYNCOPATE_DEVICE void sync() const {
+    if (barrier == 0) {
+      __syncthreads();
+    } else {
+      GroupBarrier(barrier, nthreads);
+    }
+  }
 };
+
+// The whole CTA as a ThreadGroup.
+SYNCOPATE_DEVICE ThreadGroup WholeCta() { return ThreadGroup{FlatThreadIdx(), FlatBlockDim(), 0}; }
+
+// impl/pieces.cuh: a compute CTA with no tile left helping move the transfer program.
+template <class Tables>
+SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGroup& g);
 
 // Group-collective MoveChunkAndSignal.
 SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const TransferOp& op,
@@ -139,6 +153,9 @@ class LocalSchedule {
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done_by_group(const Tile&, const ThreadGroup&) const {}
   SYNCOPATE_DEVICE bool publishes(const Tile&) const { return false; }
+  // Nothing to move in a local launch.
+  SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup&) const { return true; }
+  SYNCOPATE_DEVICE bool join_transfers() const { return true; }
   // No peers in a local launch.
   SYNCOPATE_DEVICE void* remote(int /*operand*/, int /*peer*/) const { return nullptr; }
   template <class T>
@@ -367,6 +384,16 @@ class FusedSchedule {
       }
     }
   }
+
+  // After the kernel's last tile (claim() returned -1, or the static deal ran out), collective
+  // over the threads that computed tiles (a thread group, or the whole CTA): they help move the
+  // rank's transfers still waiting to leave (impl/pieces.cuh) instead of leaving the last
+  // chunks to the comm CTAs alone. A no-op where the plan's transfers do not wait for tiles.
+  // False when the launch aborted. Call it once, as the group's last use of the schedule.
+  SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup& g) const {
+    return JoinTransfers<Tables>(args_, g);
+  }
+  SYNCOPATE_DEVICE bool join_transfers() const { return join_transfers(WholeCta()); }
 
   // Operand `operand` (slot) on rank `peer`, for direct stores from an epilogue; nullptr when
   // the runtime bound no symmetric allocation for it.

@@ -1,0 +1,223 @@
+// Transfer-program steps moved in pieces that any CTA of the rank may claim (SM backend).
+//
+// Why: in plans whose transfers wait for tiles (GEMM+ReduceScatter, GEMM+AllReduce) the last
+// chunks become ready only when the GEMM ends, and the few comm CTAs then move them alone while
+// every compute CTA has left: the kernel's tail. The comm CTAs are few because each holds a
+// whole SM (a CTA of the fused grid gets the GEMM's shared memory). So once a compute CTA has no
+// tile left it joins the transfers (FusedSchedule::join_transfers), and a step is split into
+// pieces of about kTransferPieceBytes that whoever comes first takes.
+//
+// Protocol, per step s of this rank's program and launch epoch e (all words local device memory
+// of this rank except the signal):
+//   step_claims[s]    (e << 32) | pieces claimed in launch e; a claimer CASes it from
+//                     (e << 32) | n to (e << 32) | n + 1 and moves piece n (a word tagged with an
+//                     older epoch counts as 0 claimed). Never reset: the tag does it.
+//   step_counters[s]  pieces moved; the claimer of a piece fences its stores system-wide, then
+//                     adds 1. The one that completes the count resets it to 0 (every piece of s
+//                     arrived, so no add of launch e follows; launch e+1 of this rank starts after
+//                     launch e ended) and release-stores s's signal on the destination = e.
+// Who claims: the comm CTAs, each in its channel's order once the step's dependencies are met
+// (RunTransferProgram), and joined compute CTAs, which take a channel's first not fully
+// claimed step only once its dependencies are met and the channel's previous step completed
+// (its signal reached e): channel order is part of the plan's semantics. A joined CTA leaves
+// when every piece of every step of the rank is claimed, or when the launch aborts.
+// Header-only, compiled by NVRTC and nvcc.
+#ifndef SYNCOPATE_IMPL_PIECES_CUH_
+#define SYNCOPATE_IMPL_PIECES_CUH_
+
+#include <syncopate/impl/copy.cuh>
+#include <syncopate/impl/launch_waits.cuh>
+#include <syncopate/impl/schedule.cuh>
+#include <syncopate/impl/sync.cuh>
+#include <syncopate/impl/types.cuh>
+
+namespace syncopate {
+
+// A piece: long enough that its claim and arrival (two atomics and a system fence, a few
+// microseconds) stay small against moving it (15 us for one CTA at about 35 GB/s), short enough
+// that the GEMM's 60-130 CTAs each find one in a chunk of a few MB.
+constexpr long long kTransferPieceBytes = 512ll << 10;
+constexpr int kMaxTransferPieces = 1024;
+
+namespace detail {
+
+// Thread 0 only. True when every dependency of `op` is met; otherwise `blocked` names the first
+// unmet wait and `seen` its value.
+template <class Tables>
+SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
+                                WaitEntry& blocked, unsigned& seen) {
+  for (int d = op.dep_begin; d < op.dep_end; ++d) {
+    const WaitEntry w = Tables::deps()[d];
+    const unsigned v = LoadAcquireSys(SignalWord(args, w));
+    if (!EpochReached(v, LaunchEpoch(args))) {
+      blocked = w;
+      seen = v;
+      return false;
+    }
+  }
+  if (op.ready_chunk >= 0) {
+    const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
+    if (!EpochReached(v, LaunchEpoch(args))) {
+      blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
+      seen = v;
+      return false;
+    }
+  }
+  return true;
+}
+
+// Pieces of `op`: one per kTransferPieceBytes of its segments, at least 1.
+SYNCOPATE_DEVICE int StepPieces(const TransferOp& op, const CopySegment* segments) {
+  long long bytes = 0;
+  for (int i = op.seg_begin; i < op.seg_end; ++i) bytes += segments[i].row_bytes * segments[i].rows;
+  const long long pieces = (bytes + kTransferPieceBytes - 1) / kTransferPieceBytes;
+  return pieces < 1                    ? 1
+         : pieces > kMaxTransferPieces ? kMaxTransferPieces
+                                       : static_cast<int>(pieces);
+}
+
+// Pieces of the claim word `word` already taken in launch `epoch`.
+SYNCOPATE_DEVICE unsigned ClaimedIn(unsigned long long word, unsigned epoch) {
+  return static_cast<unsigned>(word >> 32) == epoch ? static_cast<unsigned>(word) : 0u;
+}
+
+// One thread: takes the next piece of a step in launch `epoch`; -1 when all `pieces` are taken.
+SYNCOPATE_DEVICE int ClaimPiece(unsigned long long* claim, unsigned epoch, int pieces) {
+  unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(claim);
+  for (;;) {
+    const unsigned taken = ClaimedIn(old, epoch);
+    if (taken >= static_cast<unsigned>(pieces)) return -1;
+    const unsigned long long want = (static_cast<unsigned long long>(epoch) << 32) | (taken + 1u);
+    const unsigned long long seen = atomicCAS(claim, old, want);
+    if (seen == old) return static_cast<int>(taken);
+    old = seen;
+  }
+}
+
+SYNCOPATE_DEVICE bool StepFullyClaimed(const FusedLaunchArgs& args, int step, int pieces) {
+  const unsigned long long word =
+      *reinterpret_cast<volatile unsigned long long*>(args.step_claims + step);
+  return ClaimedIn(word, LaunchEpoch(args)) >= static_cast<unsigned>(pieces);
+}
+
+}  // namespace detail
+
+// True when this launch moves its transfer-program steps in claimed pieces: an SM-backend launch
+// (comm CTAs) whose plan has transfers waiting for tiles, with the claim words bound.
+// -DSYNCOPATE_STEP_PIECES=0 (SYNCOPATE_NVRTC_OPTIONS) turns it off, for A/B runs: steps then split
+// statically over the comm CTAs of their channel and nobody joins.
+template <class Tables>
+SYNCOPATE_DEVICE bool StepsMoveInPieces(const FusedLaunchArgs& args) {
+#if defined(SYNCOPATE_STEP_PIECES) && !SYNCOPATE_STEP_PIECES
+  return false;
+#endif
+  return !Tables::kCommJoinsCompute && args.num_comm_ctas > 0 && args.step_claims != nullptr &&
+         Tables::chan_ops()[Tables::chan_base()[Tables::kWorldSize]] <= kStepCounterCapacity;
+}
+
+// Group-collective over `g`: claims pieces of step `step` (global program index) until none is
+// left, moving each; the piece that completes the step signals its destination. Ends with g.sync().
+SYNCOPATE_DEVICE void MoveStepPieces(const FusedLaunchArgs& args, const TransferOp& op, int step,
+                                     const CopySegment* segments, const ThreadGroup& g) {
+  __shared__ int piece_shared;
+  const int pieces = detail::StepPieces(op, segments);
+  const void* src = OperandOn(args, op.src_slot, op.src_rank);
+  void* dst = OperandOn(args, op.dst_slot, op.dst_rank);
+  for (;;) {
+    if (g.tid == 0) {
+      piece_shared =
+          detail::ClaimPiece(reinterpret_cast<unsigned long long*>(args.step_claims) + step,
+                             LaunchEpoch(args), pieces);
+    }
+    g.sync();
+    const int piece = piece_shared;
+    if (piece < 0) break;
+    GroupMoveSegments(segments, op.seg_begin, op.seg_end, src, dst, op.dtype, op.reduce, g.tid,
+                      g.nthreads, piece, pieces);
+    g.sync();  // every member's stores of the piece are issued (and piece_shared read)
+    if (g.tid == 0) {
+      __threadfence_system();  // this piece's stores (or reductions) before its arrival
+      const unsigned prev = atomicAdd(args.step_counters + step, 1u);
+      if (prev + 1u == static_cast<unsigned>(pieces)) {
+        atomicExch(args.step_counters + step, 0u);
+        __threadfence_system();  // the other pieces' stores before the signal
+        StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
+      }
+    }
+  }
+  g.sync();  // piece_shared read by every member before a later call rewrites it
+}
+
+namespace detail {
+
+// Thread 0 of a joined group: the global index of a step it may take now (the first not fully
+// claimed step of some channel of this rank, dependencies met, the channel's previous step
+// complete), -1 when every step of the rank is fully claimed, -2 when the launch aborted. Spins
+// (bounded, as every wait) while steps are left but none can start.
+template <class Tables>
+SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
+  const int chan_begin = Tables::chan_base()[args.rank];
+  const int chan_end = Tables::chan_base()[args.rank + 1];
+  SpinState st;
+  for (;;) {
+    bool left = false;
+    WaitEntry blocked{0, 0, -1, -1};
+    unsigned seen = 0;
+    for (int g = chan_begin; g < chan_end; ++g) {
+      const int first = Tables::chan_ops()[g];
+      const int end = Tables::chan_ops()[g + 1];
+      int s = first;
+      while (s < end &&
+             StepFullyClaimed(args, s, StepPieces(Tables::prog_ops()[s], Tables::segments()))) {
+        ++s;
+      }
+      if (s == end) continue;
+      left = true;
+      if (s > first) {  // channel order: the previous step has completed
+        const TransferOp& prev = Tables::prog_ops()[s - 1];
+        const unsigned v = LoadAcquireSys(SignalWordOn(args, prev.dst_rank, prev.signal));
+        if (!EpochReached(v, LaunchEpoch(args))) {
+          blocked = WaitEntry{prev.signal, prev.dst_rank, prev.transfer, args.rank};
+          seen = v;
+          continue;
+        }
+      }
+      WaitEntry b{0, 0, -1, -1};
+      unsigned v = 0;
+      if (StepReady<Tables>(args, Tables::prog_ops()[s], b, v)) return s;
+      blocked = b;
+      seen = v;
+    }
+    if (!left) return -1;
+    if (!SpinRound(args, st, -1, blocked, seen)) return -2;
+  }
+}
+
+}  // namespace detail
+
+// Group-collective over `g`, the threads of a compute CTA that has no tile left: helps move this
+// rank's transfer program (see above) until every piece of it is claimed. False when the launch
+// aborted. A no-op unless the launch moves steps in pieces.
+template <class Tables>
+SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGroup& g) {
+  if (!StepsMoveInPieces<Tables>(args)) return true;
+  __shared__ int step_shared;
+  // Before writing into a peer: the peer entered this launch (as a comm CTA's first step).
+  if (g.tid == 0) step_shared = WaitGuards(args, -1) ? detail::NextJoinableStep<Tables>(args) : -2;
+  g.sync();
+  int step = step_shared;
+  while (step >= 0) {
+    // Every member read step_shared above; MoveStepPieces' barriers order that before the
+    // rewrite below.
+    MoveStepPieces(args, Tables::prog_ops()[step], step, Tables::segments(), g);
+    if (g.tid == 0) step_shared = detail::NextJoinableStep<Tables>(args);
+    g.sync();
+    step = step_shared;
+  }
+  g.sync();  // step_shared read by every member
+  return step == -1;
+}
+
+}  // namespace syncopate
+
+#endif  // SYNCOPATE_IMPL_PIECES_CUH_
