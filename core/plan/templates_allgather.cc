@@ -36,16 +36,20 @@ Transfer OwnerPush(const ShardLayout& l, const GatherPhase& p, int j, int k, int
 }
 
 // Chunk (j, k) travels from its owner around the ring in direction `dir` (+1 or -1), W-1 hops;
-// hop s is sent by owner + s*dir and depends on hop s-1, whose destination it is.
+// hop s is sent by owner + s*dir and depends on hop s-1, whose destination it is. Hop s takes
+// step k*(W-1) + s past the phase's base (chunk-major: a rank forwards chunk k before chunk
+// k+1's first hop, which may wait for computation; the ReduceScatter rings do the same, so an
+// AllReduce's gather of chunk k sorts after its reduction).
 void AddRingChain(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p, int j, int k, int dir,
                   int channel) {
   const int w = l.world();
+  const int chunk_step = p.step_base + k * (w - 1);
   int prev = -1;
   for (int s = 0; s + 1 < w; ++s) {
     const int from = ((j + s * dir) % w + w) % w;
     const int to = ((from + dir) % w + w) % w;
-    Transfer t = s == 0 ? OwnerPush(l, p, j, k, to, channel, p.step_base)
-                        : GatherPush(l, p, j, k, from, to, channel, p.step_base + s);
+    Transfer t = s == 0 ? OwnerPush(l, p, j, k, to, channel, chunk_step)
+                        : GatherPush(l, p, j, k, from, to, channel, chunk_step + s);
     if (s > 0) t.deps = {prev};
     prev = b.Add(std::move(t));
   }

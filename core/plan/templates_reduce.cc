@@ -68,8 +68,12 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
   ChunkDeps done = EmptyChunkDeps(l);
   for (int j = 0; j < w; ++j) {
     for (int k = 0; k < l.chunks(); ++k) {
+      // Chunk-major steps (as the direct template's): chunk k's hops take steps k * (W-1) + s, so
+      // a rank's channel forwards chunk 0 before it sends chunk 1's first hop, which waits for
+      // chunk 1's tiles, and never queues an early chunk's hop behind the last chunk's.
+      const int chunk_step = p.step_base + k * (w - 1);
       if (!p.in_place) {
-        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, p.step_base, {}));
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, chunk_step, {}));
       }
       // The partial of shard j starts at j + 1 and travels W-1 hops to j; hop s is sent by
       // j + 1 + s (ring step s) and accumulates into the receiver's input, the last into the
@@ -79,7 +83,7 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
         const int from = (j + 1 + s) % w;
         const int to = (from + 1) % w;
         Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/s + 2 == w,
-                                /*own_contribution=*/s == 0, p.channel_base, p.step_base + s);
+                                /*own_contribution=*/s == 0, p.channel_base, chunk_step + s);
         if (s > 0) t.deps = {prev};
         prev = b.Add(std::move(t));
       }
@@ -193,8 +197,10 @@ void AddAllReduceContract(PlanBuilder& b, const TemplateParams& params) {
 }
 
 // allreduce.split: sub-collective i covers slab i of shape[axis] (PartOf into sub_collectives),
-// runs a ring RS (channel 0, steps i*(W-1)...) then a ring AG (channel 1, steps (i+1)*(W-1)...),
-// so sub-collective i+1's RS runs while sub-collective i's AG does.
+// runs a ring RS (channel 0, steps from i*(W-1)) then a ring AG (channel 1, steps from
+// (i+1)*(W-1)), so sub-collective i+1's RS runs while sub-collective i's AG does. Both rings
+// take chunk k's hops at k*(W-1) past their base: AG chunk k's first hop sorts after RS chunk
+// k's last.
 absl::StatusOr<Plan> BuildAllReduceSplit(const TemplateParams& params) {
   const int w = params.world_size;
   const int subs = params.sub_collectives;

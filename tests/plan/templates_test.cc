@@ -223,13 +223,36 @@ TEST(TemplatesTest, ReduceScatterDirectListsEachChannelChunkMajor) {
   }
 }
 
+// The rings, like the direct ReduceScatter, list each rank's channels chunk-major: chunk k's hops
+// (and, out of place, its own contribution) all come before any of chunk k + 1's.
+TEST(TemplatesTest, RingsListEachChannelChunkMajor) {
+  for (const char* name : {"reducescatter.ring", "allreduce.rs_ag", "allgather.ring"}) {
+    for (int world : {3, 4}) {
+      const int chunks = 3;
+      absl::StatusOr<Plan> plan =
+          BuildTemplate(name, Params(world, {int64_t{world} * chunks * 2}, chunks));
+      ASSERT_TRUE(plan.ok()) << name << ": " << plan.status();
+      for (int r = 0; r < world; ++r) {
+        for (const std::vector<Transfer>& channel : plan->ranks[r].channels) {
+          for (size_t i = 1; i < channel.size(); ++i) {
+            EXPECT_LE(channel[i - 1].chunk % chunks, channel[i].chunk % chunks)
+                << name << " world " << world << " rank " << r << " position " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(TemplatesTest, AllReduceGatherWaitsForReduction) {
   absl::StatusOr<Plan> plan = BuildTemplate("allreduce.rs_ag", Params(4, {8}, 2));
   ASSERT_TRUE(plan.ok()) << plan.status();
   const std::vector<const Transfer*> by_id = plan->TransfersById();
   int owner_sends = 0;
   for (const Transfer* t : by_id) {
-    if (t->channel != 1 || t->step != 3) continue;  // AG phase, first hop out of the owner
+    // AG phase (channel 1, steps from W-1 = 3), chunk k's hops at 3 + 3k + s: s = 0 is the
+    // first hop out of the owner.
+    if (t->channel != 1 || (t->step - 3) % 3 != 0) continue;
     ++owner_sends;
     EXPECT_FALSE(t->after_compute);  // its source is the reduction, not the computation
     ASSERT_EQ(t->deps.size(), 1u);
@@ -237,6 +260,7 @@ TEST(TemplatesTest, AllReduceGatherWaitsForReduction) {
     EXPECT_EQ(rs->reduce, ReduceOp::kSum);
     EXPECT_EQ(rs->peer, t->rank);
     EXPECT_EQ(rs->dst_region, t->src_region);
+    EXPECT_LT(rs->step, t->step);  // chunk-major on both channels: the reduction sorts first
   }
   EXPECT_EQ(owner_sends, 8);
 }
