@@ -224,8 +224,8 @@ __device__ void gemm_mma(Schedule& s, const T* __restrict__ A, const T* __restri
     }
     s.done(t);
   }
-  // No tile left: help move the chunks still waiting to leave (GEMM+RS, +AR; a no-op otherwise).
-  s.join_transfers();
+  // No join_transfers(): this kernel deals its tiles statically (first/stride), and only CTAs
+  // that claim() their tiles may join (impl/pieces.cuh says why).
 }
 
 }  // namespace syncopate_examples

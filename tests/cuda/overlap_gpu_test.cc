@@ -220,8 +220,9 @@ TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
 // GEMM+ReduceScatter steps of several 512 KB pieces (impl/pieces.cuh), claimed by the comm CTAs
 // and by the compute CTAs that ran out of tiles, over many launches: the claim words are tagged
 // with the epoch and never reset, the arrival counters are reset by each step's last piece, so a
-// word left from the launch before must never count. Both example kernels join (the Hopper one
-// with its consumer warpgroups, the mma one with the whole CTA); steps of 1-4 pieces.
+// word left from the launch before must never count. The Hopper kernel's consumer warpgroups
+// join once claim() ran out; the mma kernel deals statically and never joins (its comm CTAs
+// move every piece); steps of 1-4 pieces.
 TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
   SYNCOPATE_REQUIRE_GPU();
   struct Case {
@@ -232,10 +233,11 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
       // 4096 x 1024 bf16 out: shards of 4 MB, steps of 2 MB (4 pieces).
       {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 4096, 1024, 128},
        true},
-      // Shards of 2 MB in 4 chunks: steps of 512 KB (1 piece) and 3 ranks' reductions into each.
+      // Shards of 2 MB in 4 chunks: steps of 512 KB (4 pieces of 128 KB) and 3 ranks'
+      // reductions into each.
       {{"rs", "reducescatter.direct", 4, plan::DType::kF16, Backend::kSm, 4, 4096, 1024, 128},
        true},
-      // The mma kernel, one chunk per shard of 2 MB (4 pieces).
+      // The mma kernel (no join), one chunk per shard of 2 MB (4 pieces).
       {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 1, 2048, 1024, 64},
        false},
   };

@@ -30,8 +30,9 @@
 //   bool publishes(const Tile&)                      done_by_group will publish chunks: the
 //                                                    tile's asynchronous (bulk) stores must be
 //                                                    complete before it, not just issued
-// And, after the last tile (optional, but a kernel without it leaves a GEMM+ReduceScatter's last
-// chunks to the few comm CTAs):
+// And, in a kernel that takes its tiles with claim(), after claim() returned -1 (optional, but a
+// kernel without it leaves a GEMM+ReduceScatter's last chunks to the few comm CTAs; never in a
+// kernel that deals itself statically with first/stride):
 //   bool join_transfers() / join_transfers(ThreadGroup g)
 //                             the CTA (or the group that computed tiles) helps move the chunks
 //                             still waiting to leave (impl/pieces.cuh); false: aborted

@@ -16,11 +16,16 @@
 //                     adds 1. The one that completes the count resets it to 0 (every piece of s
 //                     arrived, so no add of launch e follows; launch e+1 of this rank starts after
 //                     launch e ended) and release-stores s's signal on the destination = e.
-// Who claims: the comm CTAs, each in its channel's order once the step's dependencies are met
-// (RunTransferProgram), and joined compute CTAs, which take a channel's first not fully
-// claimed step only once its dependencies are met and the channel's previous step completed
-// (its signal reached e): channel order is part of the plan's semantics. A joined CTA leaves
-// when every piece of every step of the rank is claimed, or when the launch aborts.
+// Who claims: the comm CTAs, each in its channel's order (RunTransferProgram), and joined
+// compute CTAs, which take a channel's first not fully claimed step. Either starts a step only
+// once its dependencies are met and the channel's previous step completed (its signal reached
+// e), not merely was claimed: channel order is part of the plan's semantics (plan.h), and an
+// imported plan may rely on it for data (msccl_import.cc drops same-channel deps). A joined CTA
+// leaves when every piece of every step of the rank is claimed, or when the launch aborts.
+// Only CTAs that took their tiles from the launch's tile counter join: once claim() ran out,
+// every tile belongs to a CTA that is running, so the steps a joined CTA waits for never need
+// a slot it holds. A CTA of a static deal may wait for a share not yet resident (under MPS a
+// CTA was seen starting 4.8 ms late), which could then wait for the slot the joined CTA holds.
 // Header-only, compiled by NVRTC and nvcc.
 #ifndef SYNCOPATE_IMPL_PIECES_CUH_
 #define SYNCOPATE_IMPL_PIECES_CUH_
@@ -35,9 +40,13 @@ namespace syncopate {
 
 // A piece: long enough that its claim and arrival (two atomics and a system fence, a few
 // microseconds) stay small against moving it (15 us for one CTA at about 35 GB/s), short enough
-// that the GEMM's 60-130 CTAs each find one in a chunk of a few MB.
+// that the GEMM's 60-130 CTAs each find one in a chunk of a few MB. A step of 128 KB or more
+// has at least kMinTransferPieces (of at least kMinPieceBytes), so the comm CTAs sharing a
+// channel still share its smaller steps.
 constexpr long long kTransferPieceBytes = 512ll << 10;
-constexpr int kMaxTransferPieces = 1024;
+constexpr long long kMinPieceBytes = 32ll << 10;
+constexpr long long kMinTransferPieces = 4;
+constexpr long long kMaxTransferPieces = 1024;
 
 namespace detail {
 
@@ -70,10 +79,13 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
 SYNCOPATE_DEVICE int StepPieces(const TransferOp& op, const CopySegment* segments) {
   long long bytes = 0;
   for (int i = op.seg_begin; i < op.seg_end; ++i) bytes += segments[i].row_bytes * segments[i].rows;
-  const long long pieces = (bytes + kTransferPieceBytes - 1) / kTransferPieceBytes;
-  return pieces < 1                    ? 1
-         : pieces > kMaxTransferPieces ? kMaxTransferPieces
-                                       : static_cast<int>(pieces);
+  long long pieces = (bytes + kTransferPieceBytes - 1) / kTransferPieceBytes;
+  if (pieces < kMinTransferPieces) {
+    const long long small = bytes / kMinPieceBytes;
+    pieces = small < kMinTransferPieces ? small : kMinTransferPieces;
+  }
+  if (pieces < 1) pieces = 1;
+  return static_cast<int>(pieces > kMaxTransferPieces ? kMaxTransferPieces : pieces);
 }
 
 // Pieces of the claim word `word` already taken in launch `epoch`.
@@ -92,6 +104,20 @@ SYNCOPATE_DEVICE int ClaimPiece(unsigned long long* claim, unsigned epoch, int p
     if (seen == old) return static_cast<int>(taken);
     old = seen;
   }
+}
+
+// Thread 0 only. True when step `step` (global program index) completed in this launch: its
+// signal on the destination reached the epoch. Otherwise `blocked` and `seen` say what it waits
+// for.
+template <class Tables>
+SYNCOPATE_DEVICE bool StepDone(const FusedLaunchArgs& args, int step, WaitEntry& blocked,
+                               unsigned& seen) {
+  const TransferOp& op = Tables::prog_ops()[step];
+  const unsigned v = LoadAcquireSys(SignalWordOn(args, op.dst_rank, op.signal));
+  if (EpochReached(v, LaunchEpoch(args))) return true;
+  blocked = WaitEntry{op.signal, op.dst_rank, op.transfer, args.rank};
+  seen = v;
+  return false;
 }
 
 SYNCOPATE_DEVICE bool StepFullyClaimed(const FusedLaunchArgs& args, int step, int pieces) {
@@ -173,20 +199,9 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
       }
       if (s == end) continue;
       left = true;
-      if (s > first) {  // channel order: the previous step has completed
-        const TransferOp& prev = Tables::prog_ops()[s - 1];
-        const unsigned v = LoadAcquireSys(SignalWordOn(args, prev.dst_rank, prev.signal));
-        if (!EpochReached(v, LaunchEpoch(args))) {
-          blocked = WaitEntry{prev.signal, prev.dst_rank, prev.transfer, args.rank};
-          seen = v;
-          continue;
-        }
-      }
-      WaitEntry b{0, 0, -1, -1};
-      unsigned v = 0;
-      if (StepReady<Tables>(args, Tables::prog_ops()[s], b, v)) return s;
-      blocked = b;
-      seen = v;
+      // Channel order: the previous step has completed.
+      if (s > first && !StepDone<Tables>(args, s - 1, blocked, seen)) continue;
+      if (StepReady<Tables>(args, Tables::prog_ops()[s], blocked, seen)) return s;
     }
     if (!left) return -1;
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
@@ -200,7 +215,10 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
 // aborted. A no-op unless the launch moves steps in pieces.
 template <class Tables>
 SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGroup& g) {
-  if (!StepsMoveInPieces<Tables>(args)) return true;
+  // A static deal never joins (see above); nor does a rank with no step of its own.
+  if (!StepsMoveInPieces<Tables>(args) || args.tile_counter == nullptr) return true;
+  const int begin = Tables::chan_ops()[Tables::chan_base()[args.rank]];
+  if (begin == Tables::chan_ops()[Tables::chan_base()[args.rank + 1]]) return true;
   __shared__ int step_shared;
   // Before writing into a peer: the peer entered this launch (as a comm CTA's first step).
   if (g.tid == 0) step_shared = WaitGuards(args, -1) ? detail::NextJoinableStep<Tables>(args) : -2;

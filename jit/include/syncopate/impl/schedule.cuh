@@ -385,11 +385,14 @@ class FusedSchedule {
     }
   }
 
-  // After the kernel's last tile (claim() returned -1, or the static deal ran out), collective
-  // over the threads that computed tiles (a thread group, or the whole CTA): they help move the
-  // rank's transfers still waiting to leave (impl/pieces.cuh) instead of leaving the last
-  // chunks to the comm CTAs alone. A no-op where the plan's transfers do not wait for tiles.
-  // False when the launch aborted. Call it once, as the group's last use of the schedule.
+  // After the kernel's last tile, in a kernel that takes its tiles with claim() (once it
+  // returned -1), collective over the threads that computed tiles (a thread group, or the whole
+  // CTA): they help move the rank's transfers still waiting to leave (impl/pieces.cuh) instead
+  // of leaving the last chunks to the comm CTAs alone. A no-op where the plan's transfers do not
+  // wait for tiles, and in a launch that deals statically (no tile counter), since a static share
+  // may belong to a CTA not yet resident. A kernel that deals itself statically (first/stride)
+  // must not call it. False when the launch aborted. Call it once, as the group's last use of
+  // the schedule.
   SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup& g) const {
     return JoinTransfers<Tables>(args_, g);
   }
