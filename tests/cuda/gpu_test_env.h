@@ -40,6 +40,22 @@ inline std::string RanksDoNotFitReason(int world) {
   return "";
 }
 
+// Empty unless `world` ranks run as MPS clients (CUDA_MPS_PIPE_DIRECTORY) at
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE percent of the SMs each, and together ask for more than the
+// GPU has (world * percent > 100). Their persistent grids then need more slots than exist, and a
+// rank may wait for slots its peers' spinning CTAs hold: a hazard of the one-GPU stand-in at the
+// wrong share, not of ranks on GPUs of their own (gpu-checks.sh runs 4 ranks at 25% as well).
+inline std::string MpsOversubscribedReason(int world) {
+  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  if (pipe == nullptr || pct == nullptr) return "";
+  const int percent = std::atoi(pct);
+  if (percent <= 0 || world * percent <= 100) return "";
+  return std::to_string(world) + " ranks at " + std::to_string(percent) +
+         "% of the SMs each oversubscribe the one GPU (a stand-in for " + std::to_string(world) +
+         " GPUs gives each at most " + std::to_string(100 / world) + "%)";
+}
+
 // Skips a test whose `world` ranks cannot all hold a context on the one GPU (MPS with many
 // connections per client): a limit of the one-GPU stand-in, where each rank of a real system
 // has a GPU of its own. Says so in the skip message.

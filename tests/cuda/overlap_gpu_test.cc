@@ -277,6 +277,10 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
 TEST(FusedCopyEngineTest, FourRanksOnOneGpuLeaveTheDriversCopiesRoom) {
   SYNCOPATE_REQUIRE_GPU();
   SYNCOPATE_REQUIRE_RANKS_FIT(4);
+  // At 50% each (gpu-checks.sh's default share) 4 ranks' grids leave the driver's copy kernels no
+  // slot at all, whatever a rank leaves of the 66 SMs it sees: stalled at launch 99 (eleventh
+  // session). The free-slot rule is for ranks at their share of the GPU.
+  if (std::string why = MpsOversubscribedReason(4); !why.empty()) GTEST_SKIP() << why;
   const Param p{"ag", "allgather.push", 4, plan::DType::kBF16, Backend::kCopyEngine, 2, 2048, 3584,
                 4096};
   WorkloadConfig c;

@@ -21,7 +21,8 @@
 // once its dependencies are met and the channel's previous step completed (its signal reached
 // e), not merely was claimed: channel order is part of the plan's semantics (plan.h), and an
 // imported plan may rely on it for data (msccl_import.cc drops same-channel deps). A joined CTA
-// leaves when every piece of every step of the rank is claimed, or when the launch aborts.
+// leaves when every piece of every step of the rank is claimed, when what is left waits for a
+// peer (it never waits for another rank: NextJoinableStep says why), or when the launch aborts.
 // Only CTAs that took their tiles from the launch's tile counter join: once claim() ran out,
 // every tile belongs to a CTA that is running, so the steps a joined CTA waits for never need
 // a slot it holds. A CTA of a static deal may wait for a share not yet resident (under MPS a
@@ -176,17 +177,42 @@ SYNCOPATE_DEVICE void MoveStepPieces(const FusedLaunchArgs& args, const Transfer
 
 namespace detail {
 
+// Thread 0 only: every entry guard of the launch is met now (peers entered it), without waiting.
+SYNCOPATE_DEVICE bool GuardsMetNow(const FusedLaunchArgs& args) {
+  for (unsigned i = 0; i < args.num_launch_waits; ++i) {
+    const LaunchWaitOp op = args.launch_waits[i];
+    if (op.kind == kGuardWait && !EpochReached(LoadAcquireSys(op.word), LaunchEpoch(args))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// True when no tile of this rank waits for an incoming chunk: its tiles then finish without any
+// peer's help, so waiting for this rank's own chunk_ready cannot wait on a peer.
+template <class Tables>
+SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
+  const int* off = Tables::wait_offsets() + args.rank * Tables::kNumTiles;
+  return off[0] == off[Tables::kNumTiles];
+}
+
 // Thread 0 of a joined group: the global index of a step it may take now (the first not fully
 // claimed step of some channel of this rank, dependencies met, the channel's previous step
-// complete), -1 when every step of the rank is fully claimed, -2 when the launch aborted. Spins
-// (bounded, as every wait) while steps are left but none can start.
+// complete), -1 when none is left that it may wait for, -2 when the launch aborted.
+// A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
+// to complete, or a chunk of its own tiles where those wait for nothing. It never waits for a
+// peer (a dependency on another rank's signal), and leaves instead: with ranks sharing one GPU,
+// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at
+// 50% of the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such
+// steps anyway.
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
   const int chan_end = Tables::chan_base()[args.rank + 1];
+  const bool own_chunks_wait_for_nobody = TilesWaitForNothing<Tables>(args);
   SpinState st;
   for (;;) {
-    bool left = false;
+    bool wait_locally = false;
     WaitEntry blocked{0, 0, -1, -1};
     unsigned seen = 0;
     for (int g = chan_begin; g < chan_end; ++g) {
@@ -198,12 +224,33 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
         ++s;
       }
       if (s == end) continue;
-      left = true;
-      // Channel order: the previous step has completed.
-      if (s > first && !StepDone<Tables>(args, s - 1, blocked, seen)) continue;
-      if (StepReady<Tables>(args, Tables::prog_ops()[s], blocked, seen)) return s;
+      // Channel order: the previous step (fully claimed, so being moved by this rank's CTAs)
+      // has completed.
+      if (s > first && !StepDone<Tables>(args, s - 1, blocked, seen)) {
+        wait_locally = true;
+        continue;
+      }
+      const TransferOp& op = Tables::prog_ops()[s];
+      bool peers_ready = true;
+      for (int d = op.dep_begin; d < op.dep_end && peers_ready; ++d) {
+        peers_ready =
+            EpochReached(LoadAcquireSys(SignalWord(args, Tables::deps()[d])), LaunchEpoch(args));
+      }
+      if (!peers_ready) continue;  // the comm CTAs take it
+      if (op.ready_chunk >= 0) {
+        const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
+        if (!EpochReached(v, LaunchEpoch(args))) {
+          if (own_chunks_wait_for_nobody) {
+            wait_locally = true;
+            blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
+            seen = v;
+          }
+          continue;
+        }
+      }
+      return s;
     }
-    if (!left) return -1;
+    if (!wait_locally) return -1;
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
   }
 }
@@ -211,8 +258,9 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
 }  // namespace detail
 
 // Group-collective over `g`, the threads of a compute CTA that has no tile left: helps move this
-// rank's transfer program (see above) until every piece of it is claimed. False when the launch
-// aborted. A no-op unless the launch moves steps in pieces.
+// rank's transfer program (see above) until every piece of it is claimed or only steps waiting
+// for peers are left. False when the launch aborted. A no-op unless the launch moves steps in
+// pieces.
 template <class Tables>
 SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGroup& g) {
   // A static deal never joins (see above); nor does a rank with no step of its own.
@@ -220,8 +268,11 @@ SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGro
   const int begin = Tables::chan_ops()[Tables::chan_base()[args.rank]];
   if (begin == Tables::chan_ops()[Tables::chan_base()[args.rank + 1]]) return true;
   __shared__ int step_shared;
-  // Before writing into a peer: the peer entered this launch (as a comm CTA's first step).
-  if (g.tid == 0) step_shared = WaitGuards(args, -1) ? detail::NextJoinableStep<Tables>(args) : -2;
+  // Before writing into a peer: the peer entered this launch. Checked, not awaited (a joined
+  // CTA never waits for a peer): the comm CTAs move everything if the guards are not met yet.
+  if (g.tid == 0) {
+    step_shared = detail::GuardsMetNow(args) ? detail::NextJoinableStep<Tables>(args) : -1;
+  }
   g.sync();
   int step = step_shared;
   while (step >= 0) {
