@@ -248,7 +248,7 @@ int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room) {
 }
 
 int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device) {
-  return std::max(1, ranks_on_device > 2 ? resident / 4 : resident / 32);
+  return std::max(1, ranks_on_device > 2 ? resident * 3 / 8 : resident / 32);
 }
 
 namespace {

@@ -82,7 +82,7 @@ int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device);
 int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room);
 
 // CTA slots a copy-engine launch leaves free: at least one; 1/32 of the resident slots with one
-// or two ranks on the GPU, a quarter with more.
+// or two ranks on the GPU, 3/8 with more.
 //
 // Why: the driver may run a device-to-device cuMemcpyAsync as a kernel on the SMs (it does on
 // the H200 for copies between two processes' mappings of the one GPU, at most chunk sizes). A
@@ -96,10 +96,11 @@ int TransfersAloneComputeCtas(int num_tiles, int sm_count, int room);
 // With more than two ranks on the GPU (`ranks_on_device`) a few are not enough: 4 ranks as MPS
 // clients (32 SMs each, the fused wgmma AG holding one CTA per SM) stalled within 15 launches
 // with 1 and with 4 slots free and ran 2 x 2,000 launches clean with 8 (2026-12-06, H100), then
-// 20,000 per variant at 1, 2 and 4 chunks, but at 8 chunks it still stalled. So a quarter of
-// the slots there, known not to be enough at 8 chunks; two ranks keep 1/32 (80,000 launches clean
-// at 2 ranks). Empirical like the numbers: which copy kernels need how many slots is not
-// established.
+// 20,000 per variant at 1, 2 and 4 chunks, but at 8 chunks it still stalled, and a 300-launch
+// test at 2 chunks stalled at launch 205 (2026-12-06, eleventh session). 12 of 32 ran 6,000
+// launches at 8 chunks clean; 16 did not finish its row in 100 s (not known why). So 3/8 of the
+// slots there; two ranks keep 1/32 (80,000 launches clean at 2 ranks). Empirical like the
+// numbers: which copy kernels need how many slots is not established.
 int DefaultCopyEngineFreeCtas(int resident, int ranks_on_device);
 
 // How LaunchLocal runs the local variant.

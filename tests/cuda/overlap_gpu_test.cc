@@ -270,10 +270,10 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
 // Four ranks sharing one GPU as MPS clients with a quarter of its SMs each (gpu-checks.sh runs
 // this test at MPS_PCT=25 as well): the fused copy-engine AllGather of the Hopper kernel (one CTA
 // per SM) stalled within 15 launches when it left 1 or 4 of a rank's 32 slots to the driver's
-// copy kernels, and ran 20,000 launches clean with 8 (bench/RESULTS.md, tenth session; at 8
-// chunks it still stalled). The launch leaves DefaultCopyEngineFreeCtas slots free: a quarter
-// when more than two ranks share the GPU. The LLaMA-3.1-8B shape of the stall matrix, chunks
-// of 2 MB.
+// copy kernels, ran 20,000 launches clean with 8 (bench/RESULTS.md, tenth session; at 8 chunks
+// it still stalled) and then stalled here at launch 205 (eleventh session). The launch leaves
+// DefaultCopyEngineFreeCtas slots free: 3/8 when more than two ranks share the GPU. The
+// LLaMA-3.1-8B shape of the stall matrix, chunks of 2 MB.
 TEST(FusedCopyEngineTest, FourRanksOnOneGpuLeaveTheDriversCopiesRoom) {
   SYNCOPATE_REQUIRE_GPU();
   SYNCOPATE_REQUIRE_RANKS_FIT(4);
