@@ -622,8 +622,7 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
                                     t.n * BN + (lane % 4) * 2, M, N, pair_store);
       s.done_by_group(t, group);
     }
-    s.join_transfers(group);
-    return;
+    return;  // no join_transfers: this deal is static (impl/pieces.cuh says why that matters)
   }
   int it = 0;
   // Tiles come from the producer (the slot of each tile's first stage) until it stops.

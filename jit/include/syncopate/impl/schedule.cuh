@@ -392,7 +392,7 @@ class FusedSchedule {
   // wait for tiles, and in a launch that deals statically (no tile counter), since a static share
   // may belong to a CTA not yet resident. A kernel that deals itself statically (first/stride)
   // must not call it. False when the launch aborted. Call it once, as the group's last use of
-  // the schedule.
+  // the schedule, from one group per CTA (its claim and step words are CTA-wide shared memory).
   SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup& g) const {
     return JoinTransfers<Tables>(args_, g);
   }
