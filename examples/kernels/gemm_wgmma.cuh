@@ -35,10 +35,10 @@
 // predicated.
 //
 // Launch: 384 threads; dynamic shared memory jit::GemmWgmmaSmemBytes(BM, BN, kStages): the
-// stages, 2048 bytes, and the BM x BN staging tile when all fits in 227 KB (215040 bytes for
-// 128 x 256 x 3 stages); any grid (a persistent grid of one CTA per SM is best).
-// Compile for sm_90a (wgmma); on other targets this header compiles to a trap, and the runtime
-// selects gemm_mma.cuh there.
+// stages, 2048 bytes, and the BM x BN staging tile when all fits in kMaxDynamicSmem (215040 bytes
+// for 128 x 256 x 3 stages); any grid (a persistent grid of one CTA per SM is best). Compile for
+// sm_90a (wgmma); on other targets this header compiles to a trap, and the runtime selects
+// gemm_mma.cuh there.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -56,10 +56,11 @@ constexpr int kConsumerThreads = 256;
 constexpr int kConsumerBarrier = 2;  // named barriers: 1 producer group, 2 consumer group,
 constexpr int kProducerBarrier = 1;  // 3 + i consumer warpgroup i's epilogue
 constexpr int kEpilogueBarrier0 = 3;
-// Hopper's largest dynamic shared memory per block (227 KB). The epilogue stages the whole
-// BM x BN output tile through shared memory (and stores it with TMA) when that still fits beside
-// the stages; jit::GemmWgmmaSmemBytes applies the same rule on the host.
-constexpr int kMaxDynamicSmem = 232448;
+// Hopper's largest shared memory per block (227 KB) less 2048 bytes for the static shared
+// memory of a fused kernel (jit::kFusedStaticSmemReserve). The epilogue stages the whole BM x BN
+// output tile through shared memory (and stores it with TMA) when that still fits beside the
+// stages; jit::GemmWgmmaSmemBytes applies the same rule on the host.
+constexpr int kMaxDynamicSmem = 232448 - 2048;
 template <int BM, int BN, int kStages>
 __host__ __device__ constexpr bool StagedEpilogueFits() {
   return kStages * (BM + BN) * kRowBytes + 2048 + BM * BN * 2 <= kMaxDynamicSmem;

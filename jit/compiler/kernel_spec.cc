@@ -553,7 +553,7 @@ KernelSpec GemmSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::DType
 }
 
 int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages) {
-  // The kernel's StagedEpilogueFits(): the same rule, the same 227 KB.
+  // The kernel's StagedEpilogueFits(): the same rule, the same limit.
   const int64_t main = stages * (tile_m + tile_n) * 128 + 2048;
   const int64_t staged = main + tile_m * tile_n * 2;
   return static_cast<int>(staged <= kHopperMaxDynamicSmem ? staged : main);

@@ -142,11 +142,18 @@ KernelSpec GemmWgmmaSpecForReduceScatter(int64_t m, int64_t n, int64_t k, plan::
                                          int stages = 3);
 // Dynamic shared memory gemm_wgmma needs: stages of (tile_m + tile_n) rows of 128 bytes, 1024
 // bytes of alignment slack, 1024 for the mbarriers and tensor-map scratch, plus the epilogue's
-// tile_m x tile_n staging tile (16-bit) when the total stays within 227 KB (else the kernel
-// stores from registers and needs no staging).
+// tile_m x tile_n staging tile (16-bit) when the total stays within kHopperMaxDynamicSmem (else
+// the kernel stores from registers and needs no staging).
 int GemmWgmmaSmemBytes(int64_t tile_m, int64_t tile_n, int stages);
-// Hopper's largest dynamic shared memory per block (227 KB): the kernel's kMaxDynamicSmem.
-inline constexpr int kHopperMaxDynamicSmem = 232448;
+// Hopper's largest shared memory per block (227 KB), static and dynamic together.
+inline constexpr int kHopperMaxSmemPerBlock = 232448;
+// Static shared memory a fused kernel of gemm_wgmma may use: the kernel's own 1024-aligned
+// arrays and the comm CTAs' cursors (impl/comm.cuh) come to 2048 bytes with alignment (a test
+// reads the compiled cubin). Before this reserve the 128 x 128 x 6-stage configuration asked for
+// 231,424 dynamic bytes: its fused launches would have needed 1,024 more than a block may have.
+inline constexpr int kFusedStaticSmemReserve = 2048;
+// The dynamic shared memory gemm_wgmma may size itself to: the kernel's kMaxDynamicSmem.
+inline constexpr int kHopperMaxDynamicSmem = kHopperMaxSmemPerBlock - kFusedStaticSmemReserve;
 // The most stages gemm_wgmma's shared-memory tail holds mbarriers for (its static_assert).
 inline constexpr int kWgmmaMaxStages = 31;
 

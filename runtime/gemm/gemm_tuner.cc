@@ -240,9 +240,10 @@ class TuningRun {
     if (std::string problem = WgmmaConfigProblem(c); !problem.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("not a gemm_wgmma configuration: ", problem));
     }
-    if (smem > r.max_smem_bytes) {
+    if (smem + jit::kFusedStaticSmemReserve > r.max_smem_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "needs ", smem, " bytes of shared memory, the GPU allows ", r.max_smem_bytes));
+          "needs ", smem, " bytes of shared memory (and ", jit::kFusedStaticSmemReserve,
+          " static in a fused kernel), the GPU allows ", r.max_smem_bytes));
     }
     const GemmKernelChoice choice = SelectGemm(ctx_.compute_capability(), GemmWorkload::kAllGather,
                                                shape_.m, shape_.n, shape_.k, dtype_, false, &c);
@@ -349,7 +350,8 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   // Not a loop bound: the shared-memory formula need not grow with the stages (the epilogue's
   // staging tile is only added where it fits).
   std::erase_if(all, [&](const WgmmaConfig& c) {
-    return jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages) > max_smem_bytes;
+    return jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages) + jit::kFusedStaticSmemReserve >
+           max_smem_bytes;
   });
   return all;
 }

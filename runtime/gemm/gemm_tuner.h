@@ -66,7 +66,8 @@ struct TuneResult {
 int PickWinner(const std::vector<double>& ms, int default_index, double min_gain);
 
 // The candidates TuneGemm tries unless told otherwise, in order, all within `max_smem_bytes`
-// (jit::GemmWgmmaSmemBytes), the untuned default WgmmaConfig{} first (the reference): by default
+// (jit::GemmWgmmaSmemBytes, plus jit::kFusedStaticSmemReserve: the winner also runs fused), the
+// untuned default WgmmaConfig{} first (the reference): by default
 // 256x{3,4} and 128x{4,6} with TMA; full_sweep: tile_n {256, 128} x stages 2.. x {tma, cpasync}.
 std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep);
 

@@ -2,6 +2,8 @@
 // device headers go in as in-memory NVRTC headers, only cuda_bf16.h / cuda_fp16.h come from the
 // toolkit's include directory.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -198,6 +200,72 @@ TEST(NvrtcCompileWgmma, FusedAndLocalForSm90a) {
   }
   ExpectCompiles(kernels[0], "sm_90");
   ExpectCompiles(kernels[2], "sm_80");
+}
+
+// Bytes of static shared memory in a cubin: the sizes of its ".nv.shared.<kernel>" sections
+// (ELF64 section headers; ".nv.shared.reserved.*" are the toolchain's, not the kernel's). -1
+// when the binary is not an ELF64 file.
+int64_t StaticSharedBytes(const std::string& elf) {
+  auto read = [&elf](size_t at, size_t n) {
+    uint64_t v = 0;
+    if (at + n <= elf.size()) std::memcpy(&v, elf.data() + at, n);  // little-endian host
+    return v;
+  };
+  if (elf.size() < 64 ||
+      elf.compare(0, 4,
+                  "\x7f"
+                  "ELF") != 0 ||
+      elf[4] != 2)
+    return -1;
+  const uint64_t shoff = read(0x28, 8);
+  const uint64_t shentsize = read(0x3A, 2);
+  const uint64_t shnum = read(0x3C, 2);
+  const uint64_t names = read(shoff + read(0x3E, 2) * shentsize + 0x18, 8);  // shstrtab offset
+  int64_t total = 0;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const uint64_t header = shoff + i * shentsize;
+    const uint64_t name_at = names + read(header, 4);
+    if (name_at >= elf.size()) return -1;
+    const std::string name(elf.c_str() + name_at);
+    if (name.rfind(".nv.shared.", 0) == 0 && name.rfind(".nv.shared.reserved", 0) != 0) {
+      total += static_cast<int64_t>(read(header + 0x20, 8));  // sh_size
+    }
+  }
+  return total;
+}
+
+// A fused gemm_wgmma kernel's static shared memory (the kernel's aligned arrays, the comm CTAs'
+// channel cursors, the claimed pieces' words) stays within kFusedStaticSmemReserve, which the
+// dynamic size rule leaves free: static plus dynamic must fit Hopper's 227 KB per block, or the
+// launch of the largest configurations fails. Checked on the compiled cubins of an AllGather and
+// two ReduceScatters (transfers in pieces; the direct plan at 6 stages, a ring at 3 ranks).
+TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
+  std::vector<GeneratedKernel> kernels;
+  const plan::Plan ag = AllGatherPlan("push", 4, 1000, 264, 2);
+  auto f1 = GenerateFusedKernel(ag, GemmWgmmaSpecForAllGather(1000, 384, 264, plan::DType::kBF16),
+                                Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(f1.ok()) << f1.status();
+  kernels.push_back(*f1);
+  const plan::Plan rs = ReduceScatterPlan("direct", 2, 512, 384, 2, plan::DType::kBF16);
+  auto f2 = GenerateFusedKernel(
+      rs, GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 128, 6),
+      Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(f2.ok()) << f2.status();
+  kernels.push_back(*f2);
+  const plan::Plan ring = ReduceScatterPlan("ring", 3, 384, 384, 2, plan::DType::kBF16);
+  auto f3 =
+      GenerateFusedKernel(ring, GemmWgmmaSpecForReduceScatter(384, 384, 200, plan::DType::kBF16),
+                          Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(f3.ok()) << f3.status();
+  kernels.push_back(*f3);
+  for (const GeneratedKernel& k : kernels) {
+    const Compiled c = CompileForArch(k, "sm_90a");
+    ASSERT_TRUE(c.ok) << c.log;
+    const int64_t bytes = StaticSharedBytes(c.binary);
+    EXPECT_GT(bytes, 0) << k.entry_symbol;  // the kernel has some: the parse worked
+    EXPECT_LE(bytes, kFusedStaticSmemReserve) << k.entry_symbol;
+    EXPECT_LE(bytes + k.metadata.dynamic_smem_bytes, kHopperMaxSmemPerBlock) << k.entry_symbol;
+  }
 }
 
 TEST(NvrtcCompileErrors, CompileErrorPointsIntoKernelFile) {

@@ -35,7 +35,6 @@ constexpr int kCommMaxChannelsPerCta = 64;
 template <class Tables>
 SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
   __shared__ int cursor[kCommMaxChannelsPerCta];
-  __shared__ int cursor_first[kCommMaxChannelsPerCta];
   __shared__ int cursor_end[kCommMaxChannelsPerCta];
   __shared__ int next_step;
   const int cta = static_cast<int>(blockIdx.x);
@@ -63,7 +62,6 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
       for (int j = 0; j < n; ++j) {
         const int g = chan_begin + slot + (batch + j) * slots;
         cursor[j] = Tables::chan_ops()[g];
-        cursor_first[j] = cursor[j];
         cursor_end[j] = Tables::chan_ops()[g + 1];
       }
     }
@@ -81,9 +79,12 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
             const int j = (rr + k) % n;
             if (cursor[j] == cursor_end[j]) continue;
             left = true;
-            // In pieces, a step the others claimed may still be moving: wait for its signal
-            // (channel order; pieces.cuh).
-            const bool in_order = !in_pieces || cursor[j] == cursor_first[j] ||
+            // In pieces, a step the others claimed may still be moving: unless it is the
+            // channel's first, wait for the previous step's signal (channel order; pieces.cuh).
+            // The first step is recomputed, not kept in shared memory: the fused kernel's static
+            // shared memory sits beside the GEMM's 227 KB of dynamic.
+            const int first = Tables::chan_ops()[chan_begin + slot + (batch + j) * slots];
+            const bool in_order = !in_pieces || cursor[j] == first ||
                                   detail::StepDone<Tables>(args, cursor[j] - 1, blocked, seen);
             if (in_order &&
                 detail::StepReady<Tables>(args, Tables::prog_ops()[cursor[j]], blocked, seen)) {
