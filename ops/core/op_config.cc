@@ -19,6 +19,10 @@ constexpr int64_t kMinDefaultBucketRowsPerRank = 256;
 constexpr int64_t kBucketRowQuantumPerRank = 64;
 // Rows per rank from which an AllGather+GEMM runs fused by default (the heuristic below).
 constexpr int64_t kFusedMinRowsPerRank = 1024;
+// A GEMM+ReduceScatter runs fused by default at two ranks from this many rows per rank, with
+// kFusedReduceScatterChunks chunks per shard unless the config sets them (the heuristic below).
+constexpr int64_t kFusedReduceScatterMinRowsPerRank = 4096;
+constexpr int kFusedReduceScatterChunks = 2;
 
 Status Invalid(std::string message) {
   return Status(StatusCode::kInvalidArgument, std::move(message));
@@ -79,7 +83,8 @@ Status CheckBucketPaths(const OpConfig& op, int world) {
 
 // The config's path preference, else the heuristic (see ChoosePath); sets choice.fused and
 // returns why.
-std::string HeuristicPath(const OpConfig& op, int64_t rows_per_rank, PathChoice& choice) {
+std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
+                          PathChoice& choice) {
   std::string why;
   switch (op.path) {
     case PathPreference::kFused:
@@ -91,7 +96,14 @@ std::string HeuristicPath(const OpConfig& op, int64_t rows_per_rank, PathChoice&
       why = "unfused: the config asks for it";
       break;
     case PathPreference::kAuto:
-      if (HasReductions(op.kind)) {
+      if (op.kind == OpKind::kMatmulReduceScatter && world == 2 &&
+          rows_per_rank >= kFusedReduceScatterMinRowsPerRank) {
+        choice.fused = true;
+        if (op.chunks <= 0) choice.chunks = kFusedReduceScatterChunks;
+        why = "fused: a ReduceScatter at 2 ranks with " + std::to_string(rows_per_rank) +
+              " rows per rank >= " + std::to_string(kFusedReduceScatterMinRowsPerRank) +
+              " (measured faster than unfused)";
+      } else if (HasReductions(op.kind)) {
         choice.fused = false;
         why = "unfused: fused reductions measured slower than the local GEMM then the transfers";
       } else {
@@ -207,7 +219,12 @@ Result<std::vector<int64_t>> BucketsFor(const OpConfig& op, int world) {
 //   fused AllGather ran slower than the SM backend's at every shape measured (2 ranks, M=8192:
 //   1.41 against 1.33 ms; 4 ranks, M=2048: 0.58 against 0.53);
 // - GEMM+ReduceScatter / AllReduce unfused: the fused kernel reduces each chunk in one CTA and
-//   lost to the local GEMM followed by the transfers (70B TP=4 15.0 against 11.7 ms);
+//   lost to the local GEMM followed by the transfers (70B TP=4 15.0 against 11.7 ms). Since the
+//   eleventh session (2026-12-06: chunk-major plans, transfers in pieces that idle compute CTAs
+//   join) the fused ReduceScatter wins at 2 ranks and 4096 rows per rank (8B, M=8192, H100:
+//   1.40-1.48 ms at 2-4 chunks against unfused 1.63-1.65, two calls) and still loses at 4 ranks
+//   and 512 rows (0.714 against 0.686); AllReduce lost there by 44%. So fused only where it was
+//   measured to win; `ops_bench --tune` measures the rest;
 // - AllGather+GEMM fused from kFusedMinRowsPerRank rows per rank, where its tiles' waits hide the
 //   gather on separate GPUs; below, launch and handshake costs dominate and unfused is cheaper.
 Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
@@ -236,7 +253,7 @@ Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
     why = std::string(choice.fused ? "fused" : "unfused") + ": " +
           (set->why.empty() ? "set for this bucket (OpConfig::bucket_paths)" : set->why);
   } else {
-    why = HeuristicPath(op, rows_per_rank, choice);
+    why = HeuristicPath(op, world, rows_per_rank, choice);
   }
   choice.reason = why + "; bucket M " + std::to_string(choice.bucket_m) + ", " +
                   BackendName(choice.backend) + " backend, " + std::to_string(choice.chunks) +
