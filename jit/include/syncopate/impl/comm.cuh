@@ -82,7 +82,7 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
             // In pieces, a step the others claimed may still be moving: unless it is the
             // channel's first, wait for the previous step's signal (channel order; pieces.cuh).
             // The first step is recomputed, not kept in shared memory: the fused kernel's static
-            // shared memory sits beside the GEMM's 227 KB of dynamic.
+            // shared memory must stay within jit::kFusedStaticSmemReserve.
             const int first = Tables::chan_ops()[chan_begin + slot + (batch + j) * slots];
             const bool in_order = !in_pieces || cursor[j] == first ||
                                   detail::StepDone<Tables>(args, cursor[j] - 1, blocked, seen);

@@ -76,7 +76,8 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
   return true;
 }
 
-// Pieces of `op`: one per kTransferPieceBytes of its segments, at least 1.
+// Pieces of `op`: one per kTransferPieceBytes of its segments; at least kMinTransferPieces where
+// each still gets kMinPieceBytes, and at least 1.
 SYNCOPATE_DEVICE int StepPieces(const TransferOp& op, const CopySegment* segments) {
   long long bytes = 0;
   for (int i = op.seg_begin; i < op.seg_end; ++i) bytes += segments[i].row_bytes * segments[i].rows;
