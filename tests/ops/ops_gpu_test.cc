@@ -101,6 +101,12 @@ INSTANTIATE_TEST_SUITE_P(
              .dtype = DType::kFP16,
              .path = PathPreference::kUnfused},
         Case{.name = "rs_auto", .kind = OpKind::kMatmulReduceScatter},
+        // What the default path picks for a ReduceScatter at 2 ranks from 4096 rows per rank
+        // (fused, 2 chunks per shard), at this test's smaller M.
+        Case{.name = "rs_fused_w2_c2",
+             .kind = OpKind::kMatmulReduceScatter,
+             .path = PathPreference::kFused,
+             .chunks = 2},
         Case{.name = "rs_fused_w4",
              .kind = OpKind::kMatmulReduceScatter,
              .world = 4,
