@@ -272,6 +272,10 @@ absl::Status RefuseIfCapturing(const DriverApi& api, CUstream stream, absl::stri
 
 }  // namespace
 
+int OverlapRuntime::ResidentSlots(const FusedKernel& k) const {
+  return k.fused_ctas_per_sm_ * group_->context().sm_count();
+}
+
 int OverlapRuntime::FreeCtas(Backend backend, const LaunchOptions& options, int resident) const {
   if (backend != Backend::kCopyEngine) return 0;
   return options.free_ctas >= 0 ? options.free_ctas
@@ -285,7 +289,7 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
   const jit::LaunchMetadata& md = k.metadata();
   const int me = rank();
   const Backend backend = LaunchBackend(options);
-  const int resident = k.fused_ctas_per_sm_ * group_->context().sm_count();
+  const int resident = ResidentSlots(k);
   int comm = 0;
   if (backend == Backend::kSm) {
     comm = options.comm_ctas > 0
@@ -413,8 +417,7 @@ absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bou
 }
 
 void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& options) const {
-  const int sm_count = group_->context().sm_count();
-  const int resident = k.fused_ctas_per_sm_ * sm_count;
+  const int resident = ResidentSlots(k);
   const Backend backend = LaunchBackend(options);
   if (backend == Backend::kSm && options.comm_ctas == 0) {
     options.comm_ctas = TransfersAloneCommCtas(k.metadata().suggested_comm_ctas, resident,
@@ -423,7 +426,8 @@ void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& opt
   if (options.compute_ctas == 0) {
     const int comm = backend == Backend::kSm ? options.comm_ctas : 0;
     const int room = resident - comm - 1 - FreeCtas(backend, options, resident);  // 1: control
-    options.compute_ctas = TransfersAloneComputeCtas(k.metadata().num_tiles, sm_count, room);
+    options.compute_ctas =
+        TransfersAloneComputeCtas(k.metadata().num_tiles, group_->context().sm_count(), room);
   }
 }
 

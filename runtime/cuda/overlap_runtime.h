@@ -285,6 +285,8 @@ class OverlapRuntime {
   // synchronous uploads, which a capture forbids).
   absl::StatusOr<const KernelLaunch*> Prepare(BoundKernel& bound, const LaunchOptions& options,
                                               CUstream stream = nullptr);
+  // CTAs of `kernel`'s fused variant resident at once on this rank's GPU (its share under MPS).
+  int ResidentSlots(const FusedKernel& kernel) const;
   // CTA slots a launch on `backend` leaves free for the driver's copies: options.free_ctas, or
   // DefaultCopyEngineFreeCtas for the ranks sharing this GPU; none off the copy engine.
   int FreeCtas(Backend backend, const LaunchOptions& options, int resident) const;

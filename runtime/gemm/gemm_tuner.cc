@@ -34,6 +34,12 @@ struct Candidate {
   unsigned grid = 0;
 };
 
+// Shared memory per block the fused kernel of configuration `c` needs: its dynamic size and the
+// static reserve (the tuner's winner also runs fused, beside the comm CTAs' state).
+int FusedSmemBytes(const WgmmaConfig& c) {
+  return jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages) + jit::kFusedStaticSmemReserve;
+}
+
 bool Finite16(uint16_t bits, plan::DType dtype) {
   const uint16_t exponent = dtype == plan::DType::kBF16 ? 0x7f80 : 0x7c00;
   return (bits & exponent) != exponent;
@@ -240,7 +246,7 @@ class TuningRun {
     if (std::string problem = WgmmaConfigProblem(c); !problem.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("not a gemm_wgmma configuration: ", problem));
     }
-    if (smem + jit::kFusedStaticSmemReserve > r.max_smem_bytes) {
+    if (FusedSmemBytes(c) > r.max_smem_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "needs ", smem, " bytes of shared memory (and ", jit::kFusedStaticSmemReserve,
           " static in a fused kernel), the GPU allows ", r.max_smem_bytes));
@@ -349,10 +355,7 @@ std::vector<WgmmaConfig> WgmmaCandidates(int max_smem_bytes, bool full_sweep) {
   }
   // Not a loop bound: the shared-memory formula need not grow with the stages (the epilogue's
   // staging tile is only added where it fits).
-  std::erase_if(all, [&](const WgmmaConfig& c) {
-    return jit::GemmWgmmaSmemBytes(128, c.tile_n, c.stages) + jit::kFusedStaticSmemReserve >
-           max_smem_bytes;
-  });
+  std::erase_if(all, [&](const WgmmaConfig& c) { return FusedSmemBytes(c) > max_smem_bytes; });
   return all;
 }
 

@@ -51,11 +51,11 @@ constexpr long long kMaxTransferPieces = 1024;
 
 namespace detail {
 
-// Thread 0 only. True when every dependency of `op` is met; otherwise `blocked` names the first
-// unmet wait and `seen` its value.
+// Thread 0 only. True when every plan dependency of `op` is met (signals, possibly a peer's);
+// otherwise `blocked` names the first unmet wait and `seen` its value.
 template <class Tables>
-SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
-                                WaitEntry& blocked, unsigned& seen) {
+SYNCOPATE_DEVICE bool StepDepsMet(const FusedLaunchArgs& args, const TransferOp& op,
+                                  WaitEntry& blocked, unsigned& seen) {
   for (int d = op.dep_begin; d < op.dep_end; ++d) {
     const WaitEntry w = Tables::deps()[d];
     const unsigned v = LoadAcquireSys(SignalWord(args, w));
@@ -65,15 +65,26 @@ SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& o
       return false;
     }
   }
-  if (op.ready_chunk >= 0) {
-    const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
-    if (!EpochReached(v, LaunchEpoch(args))) {
-      blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
-      seen = v;
-      return false;
-    }
-  }
   return true;
+}
+
+// Thread 0 only. True when `op` waits for no chunk of this rank's tiles or that chunk is
+// published; otherwise `blocked` and `seen` say so.
+SYNCOPATE_DEVICE bool StepChunkReady(const FusedLaunchArgs& args, const TransferOp& op,
+                                     WaitEntry& blocked, unsigned& seen) {
+  if (op.ready_chunk < 0) return true;
+  const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
+  if (EpochReached(v, LaunchEpoch(args))) return true;
+  blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
+  seen = v;
+  return false;
+}
+
+// Thread 0 only. True when every dependency of `op` is met: StepDepsMet and StepChunkReady.
+template <class Tables>
+SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
+                                WaitEntry& blocked, unsigned& seen) {
+  return StepDepsMet<Tables>(args, op, blocked, seen) && StepChunkReady(args, op, blocked, seen);
 }
 
 // Pieces of `op`: one per kTransferPieceBytes of its segments; at least kMinTransferPieces where
@@ -232,24 +243,17 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
         continue;
       }
       const TransferOp& op = Tables::prog_ops()[s];
-      bool peers_ready = true;
-      for (int d = op.dep_begin; d < op.dep_end && peers_ready; ++d) {
-        peers_ready =
-            EpochReached(LoadAcquireSys(SignalWord(args, Tables::deps()[d])), LaunchEpoch(args));
+      // An unmet dependency is another rank's signal (or one a peer's progress may hold up):
+      // not waited for here, the comm CTAs take the step. Only a wait kept is reported.
+      WaitEntry unmet{0, 0, -1, -1};
+      unsigned unmet_seen = 0;
+      if (!StepDepsMet<Tables>(args, op, unmet, unmet_seen)) continue;
+      if (StepChunkReady(args, op, unmet, unmet_seen)) return s;
+      if (own_chunks_wait_for_nobody) {
+        wait_locally = true;
+        blocked = unmet;
+        seen = unmet_seen;
       }
-      if (!peers_ready) continue;  // the comm CTAs take it
-      if (op.ready_chunk >= 0) {
-        const unsigned v = LoadAcquireSys(args.chunk_ready + op.ready_chunk);
-        if (!EpochReached(v, LaunchEpoch(args))) {
-          if (own_chunks_wait_for_nobody) {
-            wait_locally = true;
-            blocked = WaitEntry{op.ready_chunk, args.rank, op.transfer, args.rank};
-            seen = v;
-          }
-          continue;
-        }
-      }
-      return s;
     }
     if (!wait_locally) return -1;
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
