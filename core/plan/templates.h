@@ -17,17 +17,21 @@
 //   moves, whichever hop). allreduce.split numbers sub-collective i's chunks from
 //   i * world_size * chunks_per_shard. AllToAll: (src * world_size + dst) * chunks_per_shard + k.
 // - step: ring step (hop number) for rings, round - 1 for direct templates (round d: rank r talks
-//   to r + d, so every rank has one partner per round; LOCAL_COPYs are step 0), level for
-//   two-level (0: first hop out of the owner, 1: forward / second level). AllReduce's AG steps
-//   follow its RS steps. Each channel lists its transfers in step order.
+//   to r + d, so every rank has one partner per round), level for two-level (0: first hop out of
+//   the owner, 1: forward / second level). The reductions' rings and direct rounds and the
+//   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (an
+//   out-of-place own LOCAL_COPY takes its chunk's first step). AllReduce's AG steps follow its RS
+//   steps (allreduce.direct: chunk k's gather at (k+1) * (W-1) + round - 1). Each channel lists
+//   its transfers in step order.
 // - signal: numbered 0, 1, ... per destination rank in transfer-id order (unique per rank).
 // - deps: only on the executing rank's own transfers or on transfers whose destination it is
 //   (a forward depends on the incoming transfer it forwards; an AllReduce AG send depends on the
 //   RS reductions that complete its chunk on the owner).
 // - channels: 0 = clockwise ring / intra-node / default; allgather.biring: 1 = counter-clockwise
 //   (even global chunks go clockwise, odd ones counter-clockwise); two-level: 1 = inter-node (only
-//   transfers between nodes, where node = rank / ranks_per_node); AllReduce: RS phase on channels
-//   [0, c), AG phase on [c, 2c) (c = 2 for two_level, else 1).
+//   transfers between nodes, where node = rank / ranks_per_node); reducescatter.direct: round d
+//   on channel d - 1 (the own LOCAL_COPY on channel 0); AllReduce: RS phase on channels [0, c),
+//   AG phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1).
 // - after_compute: set exactly on transfers whose source is the executing rank's own data as its
 //   computation wrote it, untouched by any incoming transfer. ReduceScatter/AllReduce (always):
 //   the first transfers of each rank's contribution — ring step 0, every direct push and
@@ -96,7 +100,8 @@ struct TemplateParams {
 
 // Template names: allgather.push, allgather.pull, allgather.ring, allgather.biring,
 // allgather.two_level, reducescatter.ring, reducescatter.direct, reducescatter.two_level,
-// allreduce.rs_ag, allreduce.split, allreduce.two_level, alltoall.uniform, alltoall.variable.
+// allreduce.rs_ag, allreduce.direct, allreduce.split, allreduce.two_level, alltoall.uniform,
+// alltoall.variable.
 std::vector<std::string> TemplateNames();
 
 // Builds the plan named `name`. Impossible parameters (world size out of 1..64, axis out of range,

@@ -1,4 +1,4 @@
-// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, split,
+// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct, split,
 // two_level), which compose a ReduceScatter phase in place with an AllGather phase gated on it.
 //
 // after_compute rule for both families: a transfer gets after_compute exactly when its source is
@@ -15,6 +15,7 @@
 // before the destination's computation has written that slab (the plan model has no cross-rank
 // compute dependency). Out-of-place RS results ("output") are never written by computation.
 // Stateless functions; safe to call from any thread.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -93,13 +94,16 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
   return done;
 }
 
-// Chunk-major: chunk k's transfers (the owner's own contribution, then rounds d = 1 .. W-1, in
-// which rank q reduces its contribution to shard q + d into that owner's result) take steps
-// k * (W-1) .. k * (W-1) + W-2, so each rank's one channel lists chunk 0's transfers, then chunk
-// 1's, and so on. Every transfer of chunk k waits only for chunk k's tiles; a round-major order
-// (every chunk's own contribution, then every chunk's round 1, ...) made the channel move chunk
-// 0's reductions only after the last chunk was computed: all but the own contributions of the
-// early chunks ran after the GEMM (bench/RESULTS.md, eleventh session).
+// Round d = 1 .. W-1: rank q reduces its contribution to shard q + d into that owner's result, on
+// channel channel_base + d - 1 (one channel per round); out of place, the owner's own
+// contribution goes on round 1's channel. Every transfer waits only for its chunk's tiles and
+// reductions commute, so nothing orders the rounds: one channel per round lets a rank's comm
+// CTAs and joined compute CTAs move the rounds at once, where one channel for all of them moved
+// its steps strictly one after another (a fused kernel keeps channel order; bench/RESULTS.md,
+// twelfth session). Each channel is chunk-major: chunk k's transfer (step k * (W-1) + d - 1)
+// before chunk k+1's, since a round-major order (every chunk's own contribution, then every
+// chunk's round 1, ...) made chunk 0's reductions wait for the last chunk's tiles (eleventh
+// session).
 absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayout& l,
                                                  const ScatterPhase& p) {
   const int w = l.world();
@@ -114,9 +118,9 @@ absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayo
     for (int d = 1; d < w; ++d) {
       for (int q = 0; q < w; ++q) {
         const int j = (q + d) % w;
-        done[j][k].push_back(
-            b.Add(ReducePush(l, p, j, k, q, j, /*into_result=*/true,
-                             /*own_contribution=*/true, p.channel_base, chunk_step + d - 1)));
+        done[j][k].push_back(b.Add(ReducePush(l, p, j, k, q, j, /*into_result=*/true,
+                                              /*own_contribution=*/true, p.channel_base + d - 1,
+                                              chunk_step + d - 1)));
       }
     }
   }
@@ -231,6 +235,34 @@ absl::StatusOr<Plan> BuildAllReduceSplit(const TemplateParams& params) {
   return std::move(b).Finish();
 }
 
+// allreduce.direct: the direct ReduceScatter in place (round d on channel d - 1), then every
+// owner pushes its reduced chunk (j, k) to each peer j + d on channel W - 1 + d - 1, once the W-1
+// reductions into it landed. Each chunk's reduction is one round of independent transfers and its
+// gather one more, where the rings chain 2(W-1) dependent hops; every channel is chunk-major, and
+// chunk k's pushes take steps after its reductions'. The push into q overwrites q's partial of
+// (j, k), which q's own reduction read: the push depends on that reduction having landed.
+absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const ShardLayout& layout) {
+  const int w = params.world_size;
+  const int rounds = std::max(1, w - 1);
+  PlanBuilder b("allreduce.direct", CollectiveKind::kAllReduce, w, 2 * rounds);
+  AddAllReduceContract(b, params);
+  ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
+  ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterDirect(b, layout, rs));
+  for (int k = 0; k < layout.chunks(); ++k) {
+    for (int d = 1; d < w; ++d) {
+      for (int j = 0; j < w; ++j) {
+        const Region region = layout.ChunkRegion(j, k);
+        Transfer t =
+            MakeTransfer(TransferKind::kPush, j, (j + d) % w, rounds + d - 1, "data", region,
+                         "data", region, layout.GlobalChunk(j, k), (k + 1) * (w - 1) + d - 1);
+        t.deps = done[j][k];
+        b.Add(std::move(t));
+      }
+    }
+  }
+  return std::move(b).Finish();
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplateParams& params) {
@@ -244,8 +276,10 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
   // "output" is as large as the largest shard; rank j's result is its leading Shard(j) rows.
   Shape out_shape = params.shape;
   out_shape[params.axis] = layout.MaxShardExtent();
+  // Channels: two-level one per level, direct one per round, ring one.
+  const int channels = algo == "two_level" ? 2 : algo == "direct" ? std::max(1, w - 1) : 1;
   PlanBuilder b(absl::StrCat("reducescatter.", std::string(algo)), CollectiveKind::kReduceScatter,
-                w, algo == "two_level" ? 2 : 1);
+                w, channels);
   b.AddBuffer(MakeBuffer("input", params.dtype, params.shape));
   b.AddBuffer(MakeBuffer("output", params.dtype, out_shape));
   for (int r = 0; r < w; ++r) b.AddInitial(r, "input", Region::Whole(params.shape));
@@ -278,6 +312,7 @@ absl::StatusOr<Plan> BuildAllReduce(std::string_view algo, const TemplateParams&
   ShardLayout layout(params.shape, params.axis, w, params.chunks_per_shard,
                      Range{0, params.shape[params.axis]});
   RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
+  if (algo == "direct") return BuildAllReduceDirect(params, layout);
   const bool two_level = algo == "two_level";
   if (two_level) RETURN_IF_ERROR(CheckRanksPerNode(params));
 

@@ -227,7 +227,13 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
 
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm) {
   channels = std::max(channels, 1);
-  if (ctas_per_sm <= 1) return std::max(channels, std::min(2, sm_count / 8));
+  if (ctas_per_sm <= 1) {
+    // Not one per channel: a comm CTA interleaves its channels (comm.cuh), up to 64 at a time
+    // (kCommMaxChannelsPerCta there), and each one here is an SM the GEMM loses.
+    constexpr int kChannelsPerCommCta = 64;
+    return std::max(
+        {1, (channels + kChannelsPerCommCta - 1) / kChannelsPerCommCta, std::min(2, sm_count / 8)});
+  }
   // One CTA per channel keeps a few tens of KB in flight: far below the memory system's rate.
   // Up to 16 comm CTAs (a multiple of the channels, so each gets the same share), never more
   // than an eighth of the resident CTA slots, which the GEMM needs.

@@ -44,8 +44,11 @@ namespace syncopate::cuda {
 // SM backend's comm CTAs when LaunchOptions::comm_ctas is 0: a multiple of the plan's channels
 // (`channels`, each channel's steps split over its CTAs). Where the kernel holds one CTA per SM
 // (`ctas_per_sm`; the wgmma GEMM's shared memory), every comm CTA takes a whole SM from the
-// GEMM (all CTAs of a grid get the same shared memory): two, or one per channel where there are
-// more. Measured 2026-12-06 (H100, 2 ranks as MPS clients at 50%, 8B M=8192, tp bench
+// GEMM (all CTAs of a grid get the same shared memory): two, however many channels (a comm CTA
+// interleaves its channels, and in plans whose transfers wait for tiles the compute CTAs join
+// the transfers at the end; one per channel took 7 of an 8-rank share's 16 SMs for the direct
+// ReduceScatter's 7 rounds). Measured 2026-12-06 (H100, 2 ranks as MPS clients at 50%, 8B M=8192,
+// tp bench
 // --comm-ctas): fused AllGather 1.28-1.41 ms at 2 against 1.41-1.47 at 8 (the rule before),
 // 1.48 at 16 and 1.60-1.80 at 1; ReduceScatter 1.63 at 2, 1.66 at 8, 1.85 at 16; at M=2048,
 // 2 was 2-9% faster than 8. Below 16 SMs one (the rule before gave one there too, and a GPU

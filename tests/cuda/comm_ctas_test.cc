@@ -18,7 +18,9 @@ TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteenInWholeChannels) 
 TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
   EXPECT_EQ(DefaultCommCtas(1, 132, 1), 2);
   EXPECT_EQ(DefaultCommCtas(1, 66, 1), 2);
-  EXPECT_EQ(DefaultCommCtas(3, 66, 1), 3);  // still one per channel
+  EXPECT_EQ(DefaultCommCtas(3, 66, 1), 2);    // a comm CTA interleaves channels
+  EXPECT_EQ(DefaultCommCtas(7, 16, 1), 2);    // 8 ranks' direct ReduceScatter: 7 rounds
+  EXPECT_EQ(DefaultCommCtas(200, 66, 1), 4);  // at most 64 channels a comm CTA
   EXPECT_EQ(DefaultCommCtas(1, 14, 1), 1);  // below 16 SMs one, as the rule before gave
   EXPECT_EQ(DefaultCommCtas(1, 3, 1), 1);
 }

@@ -103,13 +103,13 @@ INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateProperty, ::testing::ValuesIn(Tem
 
 using ::syncopate::plan::testing::Params;
 
-TEST(TemplatesTest, NamesAreTheDocumentedThirteen) {
-  EXPECT_THAT(TemplateNames(),
-              ::testing::ElementsAre(
-                  "allgather.push", "allgather.pull", "allgather.ring", "allgather.biring",
-                  "allgather.two_level", "reducescatter.ring", "reducescatter.direct",
-                  "reducescatter.two_level", "allreduce.rs_ag", "allreduce.split",
-                  "allreduce.two_level", "alltoall.uniform", "alltoall.variable"));
+TEST(TemplatesTest, NamesAreTheDocumentedFourteen) {
+  EXPECT_THAT(TemplateNames(), ::testing::ElementsAre(
+                                   "allgather.push", "allgather.pull", "allgather.ring",
+                                   "allgather.biring", "allgather.two_level", "reducescatter.ring",
+                                   "reducescatter.direct", "reducescatter.two_level",
+                                   "allreduce.rs_ag", "allreduce.direct", "allreduce.split",
+                                   "allreduce.two_level", "alltoall.uniform", "alltoall.variable"));
 }
 
 TEST(TemplatesTest, AllGatherShardsAndChunks) {
@@ -200,25 +200,34 @@ TEST(TemplatesTest, ReduceScatterOutputIsLargestShard) {
   EXPECT_EQ(local, 3);
 }
 
-// Each rank's channel lists chunk 0's transfers (own contribution, then its reductions into the
-// other owners), then chunk 1's, ...: a transfer of an early chunk never queues behind a later
-// chunk's, whose tiles are computed last (a fused kernel's comm CTAs run a channel in order).
-TEST(TemplatesTest, ReduceScatterDirectListsEachChannelChunkMajor) {
+// One channel per round (rank q's reductions into q + d on channel d - 1; the own contribution on
+// round 1's), so a rank's CTAs move the rounds at once, and each channel chunk-major: chunk k's
+// transfers before chunk k + 1's, so an early chunk never queues behind a later chunk's, whose
+// tiles are computed last (a fused kernel's comm CTAs run a channel in order).
+TEST(TemplatesTest, ReduceScatterDirectPutsEachRoundOnItsChannelChunkMajor) {
   for (int world : {2, 3, 4}) {
     const int chunks = 4;
     absl::StatusOr<Plan> plan =
         BuildTemplate("reducescatter.direct", Params(world, {int64_t{world} * chunks * 2}, chunks));
     ASSERT_TRUE(plan.ok()) << plan.status();
     for (int r = 0; r < world; ++r) {
-      ASSERT_EQ(plan->ranks[r].channels.size(), 1u);
-      const std::vector<Transfer>& channel = plan->ranks[r].channels[0];
-      ASSERT_EQ(channel.size(), static_cast<size_t>(world * chunks)) << "rank " << r;
-      for (size_t i = 0; i < channel.size(); ++i) {
-        // Global chunk ids are shard * chunks + k: chunk k of its shard.
-        EXPECT_EQ(channel[i].chunk % chunks, static_cast<int>(i) / world)
-            << "world " << world << " rank " << r << " position " << i;
+      ASSERT_EQ(plan->ranks[r].channels.size(), static_cast<size_t>(world - 1)) << "rank " << r;
+      for (int c = 0; c < world - 1; ++c) {
+        const std::vector<Transfer>& channel = plan->ranks[r].channels[c];
+        // Channel 0 holds the own contribution and round 1's reduction of each chunk.
+        const int per_chunk = c == 0 ? 2 : 1;
+        ASSERT_EQ(channel.size(), static_cast<size_t>(per_chunk * chunks))
+            << "world " << world << " rank " << r << " channel " << c;
+        for (size_t i = 0; i < channel.size(); ++i) {
+          // Global chunk ids are shard * chunks + k: chunk k of its shard.
+          EXPECT_EQ(channel[i].chunk % chunks, static_cast<int>(i) / per_chunk)
+              << "world " << world << " rank " << r << " channel " << c << " position " << i;
+          if (channel[i].kind == TransferKind::kLocalCopy) continue;
+          EXPECT_EQ(channel[i].peer, (r + c + 1) % world)
+              << "world " << world << " rank " << r << " channel " << c << " position " << i;
+        }
       }
-      EXPECT_EQ(channel[0].kind, TransferKind::kLocalCopy) << "rank " << r;
+      EXPECT_EQ(plan->ranks[r].channels[0][0].kind, TransferKind::kLocalCopy) << "rank " << r;
     }
   }
 }
@@ -242,6 +251,41 @@ TEST(TemplatesTest, RingsListEachChannelChunkMajor) {
       }
     }
   }
+}
+
+// allreduce.direct: round d's reductions on channel d - 1, then the owner's pushes of each reduced
+// chunk on channel W - 1 + d - 1, each waiting for exactly the W - 1 reductions into that chunk,
+// at steps after the chunk's reductions.
+TEST(TemplatesTest, AllReduceDirectGathersEachChunkOnceItsReductionsLanded) {
+  const int world = 4, chunks = 2;
+  absl::StatusOr<Plan> plan = BuildTemplate("allreduce.direct", Params(world, {16}, chunks));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::vector<const Transfer*> by_id = plan->TransfersById();
+  int pushes = 0;
+  for (const Transfer* t : by_id) {
+    const int d = (t->peer - t->rank + world) % world;
+    if (t->reduce != ReduceOp::kNone) {
+      EXPECT_EQ(t->channel, d - 1) << "transfer " << t->id;
+      EXPECT_TRUE(t->deps.empty());
+      EXPECT_TRUE(t->after_compute);
+      continue;
+    }
+    ++pushes;
+    EXPECT_EQ(t->channel, world - 1 + d - 1) << "transfer " << t->id;
+    EXPECT_FALSE(t->after_compute);
+    EXPECT_EQ(t->chunk / chunks, t->rank) << "the owner pushes its own shard";
+    ASSERT_EQ(t->deps.size(), static_cast<size_t>(world - 1)) << "transfer " << t->id;
+    std::set<int> from;
+    for (int dep : t->deps) {
+      const Transfer* rs = by_id[dep];
+      EXPECT_EQ(rs->chunk, t->chunk);
+      EXPECT_EQ(rs->peer, t->rank);
+      EXPECT_LT(rs->step, t->step);
+      from.insert(rs->rank);
+    }
+    EXPECT_EQ(from.size(), static_cast<size_t>(world - 1));
+  }
+  EXPECT_EQ(pushes, world * chunks * (world - 1));
 }
 
 TEST(TemplatesTest, AllReduceGatherWaitsForReduction) {

@@ -44,7 +44,11 @@ namespace syncopate {
 // that the GEMM's 60-130 CTAs each find one in a chunk of a few MB. A step of 128 KB or more
 // has at least kMinTransferPieces (of at least kMinPieceBytes), so the comm CTAs sharing a
 // channel still share its smaller steps.
-constexpr long long kTransferPieceBytes = 512ll << 10;
+// -DSYNCOPATE_TRANSFER_PIECE_KB=N (SYNCOPATE_NVRTC_OPTIONS) sets another size, for A/B runs.
+#ifndef SYNCOPATE_TRANSFER_PIECE_KB
+#define SYNCOPATE_TRANSFER_PIECE_KB 512
+#endif
+constexpr long long kTransferPieceBytes = static_cast<long long>(SYNCOPATE_TRANSFER_PIECE_KB) << 10;
 constexpr long long kMinPieceBytes = 32ll << 10;
 constexpr long long kMinTransferPieces = 4;
 constexpr long long kMaxTransferPieces = 1024;
