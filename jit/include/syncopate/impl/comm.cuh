@@ -2,7 +2,8 @@
 // program (every transfer the rank executes, except outgoing chunks their last producer tile
 // moves itself). With at least two comm CTAs per channel, each channel gets
 // split = num_comm_ctas / channels CTAs that run every step of it together, each a 1/split part
-// (one CTA keeps too few bytes in flight for the memory system); the last part's CTA signals.
+// (one CTA keeps too few bytes in flight for the memory system); the last part's CTA signals,
+// and no part of a step starts before the channel's previous step completed (channel order).
 // Otherwise channel g belongs to comm CTA g % num_comm_ctas, and a CTA interleaves its channels:
 // thread 0 polls each channel's next step without blocking and runs the first one whose
 // dependencies are met, so a step blocked on one channel never stalls another channel
@@ -79,12 +80,15 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
             const int j = (rr + k) % n;
             if (cursor[j] == cursor_end[j]) continue;
             left = true;
-            // In pieces, a step the others claimed may still be moving: unless it is the
-            // channel's first, wait for the previous step's signal (channel order; pieces.cuh).
-            // The first step is recomputed, not kept in shared memory: the fused kernel's static
-            // shared memory must stay within jit::kFusedStaticSmemReserve.
+            // Channel order (plan.h; an imported plan may rely on it for data): where other
+            // CTAs move parts of a channel's steps (pieces, or a static split into `parts`), the
+            // previous step may still be moving elsewhere when this CTA finished its share, so
+            // unless it is the channel's first, wait for its signal. A CTA that owns its
+            // channel alone moved the previous step itself. The first step is recomputed, not
+            // kept in shared memory: the fused kernel's static shared memory must stay within
+            // jit::kFusedStaticSmemReserve.
             const int first = Tables::chan_ops()[chan_begin + slot + (batch + j) * slots];
-            const bool in_order = !in_pieces || cursor[j] == first ||
+            const bool in_order = (!in_pieces && parts == 1) || cursor[j] == first ||
                                   detail::StepDone<Tables>(args, cursor[j] - 1, blocked, seen);
             if (in_order &&
                 detail::StepReady<Tables>(args, Tables::prog_ops()[cursor[j]], blocked, seen)) {
