@@ -57,7 +57,7 @@ struct BenchFlags {
   std::vector<std::string> backends = {"ce", "sm"};
   std::string ag_plan = "allgather.push";
   std::string rs_plan = "reducescatter.direct";
-  std::string ar_plan = "allreduce.rs_ag";
+  std::string ar_plan = "allreduce.direct";
   int warmup = 3;
   int reps = 10;
   int timeout_ms = 10000;  // every device-side wait's deadline

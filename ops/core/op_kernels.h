@@ -1,6 +1,6 @@
 // What an op (syncopate/ops.h) or a tp-bench configuration compiles for one M: the chunk plan of
 // its collective (row slabs of M over the ranks: plan templates allgather.push,
-// reducescatter.direct, allreduce.rs_ag by default), the GEMM kernel spec bound to it
+// reducescatter.direct, allreduce.direct by default), the GEMM kernel spec bound to it
 // (runtime/gemm SelectGemm: gemm_wgmma.cuh on sm_90, gemm_mma.cuh elsewhere) and the
 // "communication only" variant: the same plan and tile grid with a kernel whose tiles wait for
 // their chunks and publish their outgoing chunks without computing. Launched after the local
