@@ -202,10 +202,14 @@ struct SumUnit16Bit {
 // reduction into dst). Each thread keeps kUnroll loads in flight before it puts: a copy is
 // latency-bound, and one vector per thread per round leaves a CTA far below what the memory
 // system takes (Little's law: bytes in flight / latency).
+// -DSYNCOPATE_COPY_UNROLL=N (SYNCOPATE_NVRTC_OPTIONS) sets the 16-byte loads in flight, for A/B.
+#ifndef SYNCOPATE_COPY_UNROLL
+#define SYNCOPATE_COPY_UNROLL 4
+#endif
 template <class V, class Put = StoreUnit>
 SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s, long long lo,
                                long long hi, int tid, int nthreads, Put put = Put()) {
-  constexpr int kUnroll = sizeof(V) >= 16 ? 4 : 8;
+  constexpr int kUnroll = sizeof(V) >= 16 ? SYNCOPATE_COPY_UNROLL : 8;
   const long long per_row = s.row_bytes / static_cast<long long>(sizeof(V));
   const bool flat = s.rows == 1 || (s.src_pitch == s.row_bytes && s.dst_pitch == s.row_bytes);
   const char* sbase = src + s.src_offset;
