@@ -30,7 +30,9 @@ struct Compiled {
   std::string log;
 };
 
-Compiled CompileForArch(const GeneratedKernel& k, const std::string& arch) {
+// `extra`: more NVRTC options (what SYNCOPATE_NVRTC_OPTIONS adds to the runtime's builds).
+Compiled CompileForArch(const GeneratedKernel& k, const std::string& arch,
+                        const std::vector<std::string>& extra = {}) {
   const std::string cuda_include = SYNCOPATE_CUDA_INCLUDE;
   Compiled out;
 #if SYNCOPATE_HAVE_NVRTC_WRAPPER
@@ -40,6 +42,7 @@ Compiled CompileForArch(const GeneratedKernel& k, const std::string& arch) {
   options.include_paths = {cuda_include, cuda_include + "/cccl"};
   options.headers = k.headers;
   options.extra_options = {"-std=c++17"};
+  options.extra_options.insert(options.extra_options.end(), extra.begin(), extra.end());
   options.program_name = "syncopate_generated.cu";
   auto compiled = nvrtc::Compile(k.source, options);
   if (!compiled.ok()) {
@@ -65,8 +68,9 @@ Compiled CompileForArch(const GeneratedKernel& k, const std::string& arch) {
   const std::string arch_opt = "--gpu-architecture=" + arch;
   const std::string inc1 = "-I" + cuda_include;
   const std::string inc2 = "-I" + cuda_include + "/cccl";
-  const char* opts[] = {arch_opt.c_str(), inc1.c_str(), inc2.c_str(), "-std=c++17"};
-  const nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
+  std::vector<const char*> opts = {arch_opt.c_str(), inc1.c_str(), inc2.c_str(), "-std=c++17"};
+  for (const std::string& o : extra) opts.push_back(o.c_str());
+  const nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   out.log.resize(log_size);
@@ -265,6 +269,26 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
     EXPECT_GT(bytes, 0) << k.entry_symbol;  // the kernel has some: the parse worked
     EXPECT_LE(bytes, kFusedStaticSmemReserve) << k.entry_symbol;
     EXPECT_LE(bytes + k.metadata.dynamic_smem_bytes, kHopperMaxSmemPerBlock) << k.entry_symbol;
+  }
+}
+
+// The device headers' A/B knobs for the reductions' transfers (README, "For A/B runs"): the
+// pieces' size, the loads in flight per thread and the joined CTAs' wait for peers. Each compiles
+// into the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels) and changes its
+// binary, so a knob that stopped reaching the code would be noticed.
+TEST(NvrtcCompileWgmma, ReductionKnobsCompileAndChangeTheKernel) {
+  const plan::Plan rs = ReduceScatterPlan("direct", 4, 1024, 384, 2, plan::DType::kBF16);
+  auto k =
+      GenerateFusedKernel(rs, GemmWgmmaSpecForReduceScatter(1024, 384, 256, plan::DType::kBF16),
+                          Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const Compiled base = CompileForArch(*k, "sm_90a");
+  ASSERT_TRUE(base.ok) << base.log;
+  for (const char* knob : {"-DSYNCOPATE_TRANSFER_PIECE_KB=128", "-DSYNCOPATE_COPY_UNROLL=8",
+                           "-DSYNCOPATE_JOIN_PEER_WAIT_US=200"}) {
+    const Compiled c = CompileForArch(*k, "sm_90a", {knob});
+    ASSERT_TRUE(c.ok) << knob << ": " << c.log;
+    EXPECT_NE(c.binary, base.binary) << knob;
   }
 }
 

@@ -53,6 +53,19 @@ constexpr long long kMinPieceBytes = 32ll << 10;
 constexpr long long kMinTransferPieces = 4;
 constexpr long long kMaxTransferPieces = 1024;
 
+// How long a joined compute CTA keeps polling when every step left waits for a peer, before it
+// leaves them to the comm CTAs: 0 (the default) leaves at once. -DSYNCOPATE_JOIN_PEER_WAIT_US=N
+// (SYNCOPATE_NVRTC_OPTIONS) sets N microseconds, for A/B runs: in an AllReduce nearly every step
+// waits for a peer (landing guards, the gather of reductions), so at once the 2 comm CTAs move
+// the last chunk alone (bench/RESULTS.md, twelfth session: fused AR 2.1x its local GEMM at
+// 2 ranks). The wait stays bounded because a joined CTA may hold a slot a peer's CTAs need when
+// ranks share a GPU (NextJoinableStep says why); not yet run on a GPU.
+#ifndef SYNCOPATE_JOIN_PEER_WAIT_US
+#define SYNCOPATE_JOIN_PEER_WAIT_US 0
+#endif
+constexpr unsigned long long kJoinPeerWaitNs =
+    static_cast<unsigned long long>(SYNCOPATE_JOIN_PEER_WAIT_US) * 1000ull;
+
 namespace detail {
 
 // Thread 0 only. True when every plan dependency of `op` is met (signals, possibly a peer's);
@@ -216,19 +229,21 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
 // claimed step of some channel of this rank, dependencies met, the channel's previous step
 // complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
-// to complete, or a chunk of its own tiles where those wait for nothing. It never waits for a
-// peer (a dependency on another rank's signal), and leaves instead: with ranks sharing one GPU,
-// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at
-// 50% of the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such
-// steps anyway.
+// to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
+// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (0 by default), and leaves
+// instead: with ranks sharing one GPU, a peer's CTAs may need the very slots the joined CTAs of
+// every rank hold (seen: 4 ranks at 50% of the SMs each deadlocked on a guard until the
+// deadline), and the comm CTAs move such steps anyway.
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
   const int chan_end = Tables::chan_base()[args.rank + 1];
   const bool own_chunks_wait_for_nobody = TilesWaitForNothing<Tables>(args);
   SpinState st;
+  unsigned long long peer_wait_since = 0ull;  // when only steps waiting for peers were left
   for (;;) {
     bool wait_locally = false;
+    bool wait_for_peer = false;
     WaitEntry blocked{0, 0, -1, -1};
     unsigned seen = 0;
     for (int g = chan_begin; g < chan_end; ++g) {
@@ -251,7 +266,14 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
       // not waited for here, the comm CTAs take the step. Only a wait kept is reported.
       WaitEntry unmet{0, 0, -1, -1};
       unsigned unmet_seen = 0;
-      if (!StepDepsMet<Tables>(args, op, unmet, unmet_seen)) continue;
+      if (!StepDepsMet<Tables>(args, op, unmet, unmet_seen)) {
+        if (!wait_for_peer && !wait_locally) {
+          blocked = unmet;
+          seen = unmet_seen;
+        }
+        wait_for_peer = true;
+        continue;
+      }
       if (StepChunkReady(args, op, unmet, unmet_seen)) return s;
       if (own_chunks_wait_for_nobody) {
         wait_locally = true;
@@ -259,7 +281,12 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
         seen = unmet_seen;
       }
     }
-    if (!wait_locally) return -1;
+    if (!wait_locally) {
+      if (!wait_for_peer || kJoinPeerWaitNs == 0ull) return -1;
+      const unsigned long long now = GlobalTimerNs();
+      if (peer_wait_since == 0ull) peer_wait_since = now;
+      if (now - peer_wait_since > kJoinPeerWaitNs) return -1;
+    }
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
   }
 }
