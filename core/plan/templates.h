@@ -21,8 +21,8 @@
 //   the owner, 1: forward / second level). The reductions' rings and direct rounds and the
 //   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (an
 //   out-of-place own LOCAL_COPY takes its chunk's first step). AllReduce's AG steps follow its RS
-//   steps (allreduce.direct: chunk k's gather at (k+1) * (W-1) + round - 1). Each channel lists
-//   its transfers in step order.
+//   steps per chunk (allreduce.direct: chunk k's gather at (k+1) * (W-1) + round - 1, the steps
+//   of chunk k+1's reductions). Each channel lists its transfers in step order.
 // - signal: numbered 0, 1, ... per destination rank in transfer-id order (unique per rank).
 // - deps: only on the executing rank's own transfers or on transfers whose destination it is
 //   (a forward depends on the incoming transfer it forwards; an AllReduce AG send depends on the
@@ -61,7 +61,10 @@
 //   AllReduce: in place on "data"; rs_ag = ring RS (final hop into the owner's "data") + ring AG
 //     of each chunk gated on its RS completion; split = sub_collectives slabs along axis
 //     (near-equal, same rule), each an rs_ag whose steps are offset by i * (W - 1), so slab
-//     i+1's RS shares steps with slab i's AG; two_level = two-level RS in place + two-level AG.
+//     i+1's RS shares steps with slab i's AG; direct = direct RS in place (round d's reductions
+//     on channel d-1), then each owner pushes its reduced chunk to every peer (round d on channel
+//     W-1+d-1), each push gated on the W-1 reductions into that chunk; two_level = two-level RS
+//     in place + two-level AG.
 //   AllToAll: uniform: shape[axis] divisible by W, block = shape[axis] / W. variable: splits is
 //     W x W, non-negative, each row sum <= shape[axis] ("send" capacity; rows past the sum are
 //     unused). "recv" extent along axis = max column sum (at least 1); rank d's block from s sits

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "jit/compiler/channel_order.h"
 #include "jit/compiler/embedded_headers.h"
 
 namespace syncopate::jit {
@@ -387,7 +388,9 @@ absl::Status AddProgramRows(const LoweredSchedule& lw, const RankSchedule& rs, F
   for (const auto& channel : rs.program) {
     if (channel.empty()) continue;  // only channels with steps get a comm CTA
     t.chan_ops.push_back(static_cast<int64_t>(t.prog_ops.size()));
-    for (const ProgramStep& step : channel) {
+    const std::vector<bool> after_previous = StepsAfterPrevious(lw, channel);
+    for (size_t i = 0; i < channel.size(); ++i) {
+      const ProgramStep& step = channel[i];
       const int dep_begin = static_cast<int>(t.deps.size());
       for (int d : step.deps) {
         const LoweredTransfer& dt = lw.transfers[d];
@@ -396,9 +399,10 @@ absl::Status AddProgramRows(const LoweredSchedule& lw, const RankSchedule& rs, F
       for (const GuardRef& g : step.guards) {
         t.deps.push_back({g.signal, g.rank, step.transfer, g.rank});
       }
+      // The last column: kAnyOrder (0) or kAfterPrevious (1), impl/types.cuh.
       ASSIGN_OR_RETURN(
           auto row, TransferOpRow(lw, t, step.transfer, dep_begin, static_cast<int>(t.deps.size()),
-                                  step.ready_chunk, 0, 0));
+                                  step.ready_chunk, 0, after_previous[i] ? 1 : 0));
       t.prog_ops.push_back(std::move(row));
     }
   }
@@ -474,6 +478,9 @@ void EmitTableArrays(const FusedTables& t, std::string& src) {
                   "kChanOps[g + 1]), in plan order.\n");
   EmitIntArray(src, "int kChanBase", t.chan_base);
   EmitIntArray(src, "int kChanOps", t.chan_ops);
+  absl::StrAppend(&src,
+                  "// The same fields; the last: 1 when the step waits for its channel's previous "
+                  "step (ProgramStepOrder)\n");
   EmitStructArray(src, "TransferOp", "kProgOps", t.prog_ops, 15, 1, t.g_prog);
   absl::StrAppend(&src, "// Step dependencies: {signal, signal rank, plan transfer, executing rank}\n");
   EmitStructArray(src, "WaitEntry", "kDeps", t.deps, 4, 4, t.g_deps);

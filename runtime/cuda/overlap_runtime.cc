@@ -227,18 +227,18 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
 
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm) {
   channels = std::max(channels, 1);
-  if (ctas_per_sm <= 1) {
-    // Not one per channel: a comm CTA interleaves its channels (comm.cuh), up to 64 at a time
-    // (kCommMaxChannelsPerCta there), and each one here is an SM the GEMM loses.
-    constexpr int kChannelsPerCommCta = 64;
-    return std::max(
-        {1, (channels + kChannelsPerCommCta - 1) / kChannelsPerCommCta, std::min(2, sm_count / 8)});
-  }
+  // A comm CTA interleaves the channels it owns (comm.cuh), up to 64 at a time.
+  constexpr int kChannelsPerCommCta = 64;  // comm.cuh's kCommMaxChannelsPerCta
+  const int interleaving = (channels + kChannelsPerCommCta - 1) / kChannelsPerCommCta;
+  // Not one per channel: each one here is an SM the GEMM loses.
+  if (ctas_per_sm <= 1) return std::max({1, interleaving, std::min(2, sm_count / 8)});
   // One CTA per channel keeps a few tens of KB in flight: far below the memory system's rate.
-  // Up to 16 comm CTAs (a multiple of the channels, so each gets the same share), never more
-  // than an eighth of the resident CTA slots, which the GEMM needs.
-  const int budget = std::max(channels, std::min(16, sm_count * ctas_per_sm / 8));
-  return std::max(channels, budget / channels * channels);
+  // Up to 16 comm CTAs, never more than an eighth of the resident CTA slots, which the GEMM
+  // needs: a multiple of the channels where each gets at least two (a split: every channel the
+  // same share), else the budget, its CTAs interleaving the channels.
+  const int budget = std::max(1, std::min(16, sm_count * ctas_per_sm / 8));
+  if (budget >= 2 * channels) return budget / channels * channels;
+  return std::max(budget, interleaving);
 }
 
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device) {

@@ -41,8 +41,10 @@
 
 namespace syncopate::cuda {
 
-// SM backend's comm CTAs when LaunchOptions::comm_ctas is 0: a multiple of the plan's channels
-// (`channels`, each channel's steps split over its CTAs). Where the kernel holds one CTA per SM
+// SM backend's comm CTAs when LaunchOptions::comm_ctas is 0, for a plan with `channels` program
+// channels: a multiple of them where each gets at least two CTAs (each channel's steps split over
+// its CTAs), else fewer CTAs than channels, each interleaving several (comm.cuh; never fewer
+// than one per 64 channels). Where the kernel holds one CTA per SM
 // (`ctas_per_sm`; the wgmma GEMM's shared memory), every comm CTA takes a whole SM from the
 // GEMM (all CTAs of a grid get the same shared memory): two, however many channels (a comm CTA
 // interleaves its channels, and in plans whose transfers wait for tiles the compute CTAs join
@@ -53,7 +55,7 @@ namespace syncopate::cuda {
 // 1.48 at 16 and 1.60-1.80 at 1; ReduceScatter 1.63 at 2, 1.66 at 8, 1.85 at 16; at M=2048,
 // 2 was 2-9% faster than 8. Below 16 SMs one (the rule before gave one there too, and a GPU
 // view of 3 SMs fits one comm, one control and one compute CTA). Otherwise up to 16 and an
-// eighth of the resident slots (`ctas_per_sm` x `sm_count`).
+// eighth of the resident slots (`ctas_per_sm` x `sm_count`), however many channels.
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused

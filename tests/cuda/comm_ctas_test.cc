@@ -8,11 +8,15 @@
 namespace syncopate::cuda {
 namespace {
 
-TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteenInWholeChannels) {
+TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteen) {
   EXPECT_EQ(DefaultCommCtas(1, 66, 2), 16);
   EXPECT_EQ(DefaultCommCtas(3, 66, 2), 15);  // 5 CTAs per channel
   EXPECT_EQ(DefaultCommCtas(1, 32, 2), 8);
-  EXPECT_EQ(DefaultCommCtas(4, 4, 2), 4);  // never fewer than one CTA per channel
+  EXPECT_EQ(DefaultCommCtas(4, 4, 2), 1);    // fewer than channels: one CTA interleaves them
+  EXPECT_EQ(DefaultCommCtas(14, 16, 2), 4);  // 8 ranks' allreduce.direct: 14 channels
+  EXPECT_EQ(DefaultCommCtas(7, 66, 2), 14);  // two per channel fit the budget of 16
+  EXPECT_EQ(DefaultCommCtas(200, 132, 2), 16);
+  EXPECT_EQ(DefaultCommCtas(2000, 132, 2), 32);  // at most 64 channels a comm CTA
 }
 
 TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
@@ -22,6 +26,7 @@ TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
   EXPECT_EQ(DefaultCommCtas(7, 16, 1), 2);    // 8 ranks' direct ReduceScatter: 7 rounds
   EXPECT_EQ(DefaultCommCtas(200, 66, 1), 4);  // at most 64 channels a comm CTA
   EXPECT_EQ(DefaultCommCtas(1, 14, 1), 1);  // below 16 SMs one, as the rule before gave
+  EXPECT_EQ(DefaultCommCtas(100, 14, 1), 2);  // ... but one per 64 channels
   EXPECT_EQ(DefaultCommCtas(1, 3, 1), 1);
 }
 

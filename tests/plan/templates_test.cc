@@ -232,10 +232,12 @@ TEST(TemplatesTest, ReduceScatterDirectPutsEachRoundOnItsChannelChunkMajor) {
   }
 }
 
-// The rings, like the direct ReduceScatter, list each rank's channels chunk-major: chunk k's hops
-// (and, out of place, its own contribution) all come before any of chunk k + 1's.
-TEST(TemplatesTest, RingsListEachChannelChunkMajor) {
-  for (const char* name : {"reducescatter.ring", "allreduce.rs_ag", "allgather.ring"}) {
+// The rings and the direct AllReduce, like the direct ReduceScatter, list each rank's channels
+// chunk-major: chunk k's transfers (and, out of place, its own contribution) all come before any
+// of chunk k + 1's. (Validity at world 1 and 2 is TemplateProperty's.)
+TEST(TemplatesTest, RingsAndDirectAllReduceListEachChannelChunkMajor) {
+  for (const char* name :
+       {"reducescatter.ring", "allreduce.rs_ag", "allgather.ring", "allreduce.direct"}) {
     for (int world : {3, 4}) {
       const int chunks = 3;
       absl::StatusOr<Plan> plan =

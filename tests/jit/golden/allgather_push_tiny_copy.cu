@@ -87,6 +87,7 @@ __device__ const int kChanBase[3] = {
 __device__ const int kChanOps[3] = {
     0, 1, 2,
 };
+// The same fields; the last: 1 when the step waits for its channel's previous step (ProgramStepOrder)
 __device__ const syncopate::TransferOp kProgOps[2] = {
     // rank 0
     {0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, -1, 0, 0},

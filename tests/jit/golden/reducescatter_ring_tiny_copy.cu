@@ -107,6 +107,7 @@ __device__ const int kChanBase[4] = {
 __device__ const int kChanOps[4] = {
     0, 2, 4, 6,
 };
+// The same fields; the last: 1 when the step waits for its channel's previous step (ProgramStepOrder)
 __device__ const syncopate::TransferOp kProgOps[6] = {
     // rank 0
     {5, 1, 1, 0, 1, 1, 1, 0, 5, 6, 0, 1, 1, 0, 0},

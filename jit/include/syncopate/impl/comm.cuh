@@ -3,7 +3,8 @@
 // moves itself). With at least two comm CTAs per channel, each channel gets
 // split = num_comm_ctas / channels CTAs that run every step of it together, each a 1/split part
 // (one CTA keeps too few bytes in flight for the memory system); the last part's CTA signals,
-// and no part of a step starts before the channel's previous step completed (channel order).
+// and no part of a step that depends on channel order (kAfterPrevious) starts before the
+// channel's previous step completed.
 // Otherwise channel g belongs to comm CTA g % num_comm_ctas, and a CTA interleaves its channels:
 // thread 0 polls each channel's next step without blocking and runs the first one whose
 // dependencies are met, so a step blocked on one channel never stalls another channel
@@ -80,15 +81,18 @@ SYNCOPATE_DEVICE bool RunTransferProgram(const FusedLaunchArgs& args) {
             const int j = (rr + k) % n;
             if (cursor[j] == cursor_end[j]) continue;
             left = true;
-            // Channel order (plan.h; an imported plan may rely on it for data): where other
-            // CTAs move parts of a channel's steps (pieces, or a static split into `parts`), the
-            // previous step may still be moving elsewhere when this CTA finished its share, so
-            // unless it is the channel's first, wait for its signal. A CTA that owns its
-            // channel alone moved the previous step itself. The first step is recomputed, not
-            // kept in shared memory: the fused kernel's static shared memory must stay within
-            // jit::kFusedStaticSmemReserve.
+            // Channel order (plan.h): where other CTAs move parts of a channel's steps, the
+            // previous step may still be moving elsewhere when this CTA finished its share. In
+            // pieces, wait for its signal (every claimer of it is running). In static parts only
+            // for a step that touches what an earlier one writes (kAfterPrevious): a sibling
+            // part's CTA may not be resident yet, and holding this slot for it could starve it.
+            // A CTA that owns its channel alone moved the previous step itself. The first step is
+            // recomputed, not kept in shared memory: the fused kernel's static shared memory must
+            // stay within jit::kFusedStaticSmemReserve.
             const int first = Tables::chan_ops()[chan_begin + slot + (batch + j) * slots];
-            const bool in_order = (!in_pieces && parts == 1) || cursor[j] == first ||
+            const bool waits_for_previous =
+                in_pieces || (parts > 1 && Tables::prog_ops()[cursor[j]].direct == kAfterPrevious);
+            const bool in_order = !waits_for_previous || cursor[j] == first ||
                                   detail::StepDone<Tables>(args, cursor[j] - 1, blocked, seen);
             if (in_order &&
                 detail::StepReady<Tables>(args, Tables::prog_ops()[cursor[j]], blocked, seen)) {

@@ -206,6 +206,7 @@ struct SumUnit16Bit {
 #ifndef SYNCOPATE_COPY_UNROLL
 #define SYNCOPATE_COPY_UNROLL 4
 #endif
+static_assert(SYNCOPATE_COPY_UNROLL > 0, "SYNCOPATE_COPY_UNROLL must be positive");
 template <class V, class Put = StoreUnit>
 SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s, long long lo,
                                long long hi, int tid, int nthreads, Put put = Put()) {

@@ -22,7 +22,8 @@
 // e), not merely was claimed: channel order is part of the plan's semantics (plan.h), and an
 // imported plan may rely on it for data (msccl_import.cc drops same-channel deps). A joined CTA
 // leaves when every piece of every step of the rank is claimed, when what is left waits for a
-// peer (it never waits for another rank: NextJoinableStep says why), or when the launch aborts.
+// peer (it does not wait for another rank beyond kJoinPeerWaitNs, 0 by default: NextJoinableStep
+// says why), or when the launch aborts.
 // Only CTAs that took their tiles from the launch's tile counter join: once claim() ran out,
 // every tile belongs to a CTA that is running, so the steps a joined CTA waits for never need
 // a slot it holds. A CTA of a static deal may wait for a share not yet resident (under MPS a
@@ -48,6 +49,7 @@ namespace syncopate {
 #ifndef SYNCOPATE_TRANSFER_PIECE_KB
 #define SYNCOPATE_TRANSFER_PIECE_KB 512
 #endif
+static_assert(SYNCOPATE_TRANSFER_PIECE_KB > 0, "SYNCOPATE_TRANSFER_PIECE_KB must be positive");
 constexpr long long kTransferPieceBytes = static_cast<long long>(SYNCOPATE_TRANSFER_PIECE_KB) << 10;
 constexpr long long kMinPieceBytes = 32ll << 10;
 constexpr long long kMinTransferPieces = 4;
@@ -60,9 +62,13 @@ constexpr long long kMaxTransferPieces = 1024;
 // the last chunk alone (bench/RESULTS.md, twelfth session: fused AR 2.1x its local GEMM at
 // 2 ranks). The wait stays bounded because a joined CTA may hold a slot a peer's CTAs need when
 // ranks share a GPU (NextJoinableStep says why); not yet run on a GPU.
+// The bound holds per step taken: after each step it moves, a joined CTA may wait that long
+// again. Keep N well below the launch's wait deadline: a joined CTA's wait that reaches the
+// deadline records a timeout and aborts the launch like any other wait.
 #ifndef SYNCOPATE_JOIN_PEER_WAIT_US
 #define SYNCOPATE_JOIN_PEER_WAIT_US 0
 #endif
+static_assert(SYNCOPATE_JOIN_PEER_WAIT_US >= 0, "SYNCOPATE_JOIN_PEER_WAIT_US must not be negative");
 constexpr unsigned long long kJoinPeerWaitNs =
     static_cast<unsigned long long>(SYNCOPATE_JOIN_PEER_WAIT_US) * 1000ull;
 
@@ -263,7 +269,8 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
       }
       const TransferOp& op = Tables::prog_ops()[s];
       // An unmet dependency is another rank's signal (or one a peer's progress may hold up):
-      // not waited for here, the comm CTAs take the step. Only a wait kept is reported.
+      // waited for here at most kJoinPeerWaitNs (0 by default), then left to the comm CTAs. The
+      // wait reported is a local one where there is one, else the first peer's.
       WaitEntry unmet{0, 0, -1, -1};
       unsigned unmet_seen = 0;
       if (!StepDepsMet<Tables>(args, op, unmet, unmet_seen)) {
@@ -295,8 +302,8 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
 
 // Group-collective over `g`, the threads of a compute CTA that has no tile left: helps move this
 // rank's transfer program (see above) until every piece of it is claimed or only steps waiting
-// for peers are left. False when the launch aborted. A no-op unless the launch moves steps in
-// pieces.
+// for peers are left (after kJoinPeerWaitNs). False when the launch aborted. A no-op unless the
+// launch moves steps in pieces.
 template <class Tables>
 SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGroup& g) {
   // A static deal never joins (see above); nor does a rank with no step of its own.
@@ -305,7 +312,8 @@ SYNCOPATE_DEVICE bool JoinTransfers(const FusedLaunchArgs& args, const ThreadGro
   if (begin == Tables::chan_ops()[Tables::chan_base()[args.rank + 1]]) return true;
   __shared__ int step_shared;
   // Before writing into a peer: the peer entered this launch. Checked, not awaited (a joined
-  // CTA never waits for a peer): the comm CTAs move everything if the guards are not met yet.
+  // CTA waits for a peer only within kJoinPeerWaitNs, and only for a step's dependencies): the
+  // comm CTAs move everything if the guards are not met yet.
   if (g.tid == 0) {
     step_shared = detail::GuardsMetNow(args) ? detail::NextJoinableStep<Tables>(args) : -1;
   }

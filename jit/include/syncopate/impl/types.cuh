@@ -70,7 +70,8 @@ struct TransferOp {
   int dep_end;
   int ready_chunk;  // transfer program: local outgoing chunk whose chunk_ready to await, or -1
   int producers;    // outgoing chunks: number of tiles writing the source region
-  int direct;       // outgoing chunks: kPublishOnly, kDirectMove or kLandingGuard
+  int direct;       // outgoing chunks: kPublishOnly, kDirectMove or kLandingGuard;
+                    // transfer program: kAnyOrder or kAfterPrevious (ProgramStepOrder)
 };
 
 // TransferOp::direct for the per-rank chunk table (counters / chunk_ready words):
@@ -78,6 +79,18 @@ enum ChunkKind : int {
   kPublishOnly = 0,   // last producer sets chunk_ready; comm CTAs or the host move it
   kDirectMove = 1,    // SM mode: the last producer moves it to the peer and sets its signal
   kLandingGuard = 2,  // last producer sets this rank's signal word `signal` (peers may reduce in)
+};
+
+// TransferOp::direct for transfer-program steps. Channel order is part of the plan's semantics
+// (plan.h; an imported plan may rely on it for data), but only a step that reads or writes bytes
+// an earlier step of its channel writes (or writes bytes one reads) depends on it; the host
+// marks those (codegen.cc). Where CTAs share a channel's steps in static parts, a marked step
+// starts only once the channel's previous step completed (and with it, every earlier one: each
+// part CTA runs the channel's steps in order); an unmarked one never waits for a sibling part,
+// whose CTA may not be resident yet.
+enum ProgramStepOrder : int {
+  kAnyOrder = 0,
+  kAfterPrevious = 1,
 };
 
 SYNCOPATE_DEVICE int FlatThreadIdx() {
