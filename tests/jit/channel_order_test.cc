@@ -56,12 +56,7 @@ TEST(ChannelOrderTest, TemplateStepsNeverWaitForTheirChannel) {
 // rank 1 (independent), then push row 1 (what the copy wrote: needs channel order), then copy
 // row 3 over row 0 (overwrites what the first copy read: needs it too).
 TEST(ChannelOrderTest, StepsTouchingWhatAnEarlierStepWroteOrReadAreMarked) {
-  plan::Plan p;
-  p.name = "custom.channel_order";
-  p.world_size = 2;
-  p.buffers = {plan::MakeBuffer("data", plan::DType::kF32, {4, 8})};
-  p.ranks.resize(2);
-  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(1);
+  plan::Plan p = testing::OneBufferPlan("custom.channel_order", 2, {4, 8});
   auto row = [](int r) { return plan::Region::Slab({4, 8}, 0, r, r + 1); };
   auto add = [&](int id, plan::TransferKind kind, int peer, int src_row, int dst_row) {
     plan::Transfer t;

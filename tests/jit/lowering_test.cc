@@ -543,12 +543,7 @@ TEST(NodeMapLoweringTest, GuardedInterNodeLandingIsUnimplemented) {
 
 // World 4, "data" [4, 4] f32, one channel per rank; rank r starts with row r.
 plan::Plan CustomPlan(std::vector<plan::Transfer> transfers) {
-  plan::Plan p;
-  p.name = "custom.cross_node";
-  p.world_size = 4;
-  p.buffers = {plan::MakeBuffer("data", plan::DType::kF32, {4, 4})};
-  p.ranks.resize(4);
-  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(1);
+  plan::Plan p = testing::OneBufferPlan("custom.cross_node", 4, {4, 4});
   for (plan::Transfer& t : transfers) {
     t.src_buffer = t.dst_buffer = "data";
     t.src_region = t.dst_region = plan::Region::Slab({4, 4}, 0, t.src_rank(), t.src_rank() + 1);

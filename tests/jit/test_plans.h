@@ -35,6 +35,18 @@ inline plan::Plan ReduceScatterPlan(const std::string& algo, int world, int64_t 
   return RowSplitPlan("reducescatter." + algo, world, m, n, chunks, dtype);
 }
 
+// A hand-made plan's frame: `world` ranks of one empty channel each and one f32 buffer "data" of
+// `shape`; tests add the transfers.
+inline plan::Plan OneBufferPlan(const std::string& name, int world, const plan::Shape& shape) {
+  plan::Plan p;
+  p.name = name;
+  p.world_size = world;
+  p.buffers = {plan::MakeBuffer("data", plan::DType::kF32, shape)};
+  p.ranks.resize(world);
+  for (plan::RankPlan& rp : p.ranks) rp.channels.resize(1);
+  return p;
+}
+
 // A minimal local kernel for golden files: copies its consumed operand's tile into its output.
 inline constexpr char kTinyKernel[] = R"(// tiny_copy.cuh: Y[tile rows] = X[tile rows].
 template <class Schedule, class T, int ROWS>
