@@ -235,10 +235,11 @@ int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm) {
   // One CTA per channel keeps a few tens of KB in flight: far below the memory system's rate.
   // Up to 16 comm CTAs, never more than an eighth of the resident CTA slots, which the GEMM
   // needs: a multiple of the channels where each gets at least two (a split: every channel the
-  // same share), else the budget, its CTAs interleaving the channels.
+  // same share), else the budget, its CTAs interleaving the channels (never more CTAs than
+  // channels then: one past them would own none).
   const int budget = std::max(1, std::min(16, sm_count * ctas_per_sm / 8));
   if (budget >= 2 * channels) return budget / channels * channels;
-  return std::max(budget, interleaving);
+  return std::max(interleaving, std::min(budget, channels));
 }
 
 int TransfersAloneCommCtas(int channels, int resident, int ranks_on_device) {

@@ -15,6 +15,7 @@ TEST(DefaultCommCtasTest, AnEighthOfTheResidentSlotsUpToSixteen) {
   EXPECT_EQ(DefaultCommCtas(4, 4, 2), 1);    // fewer than channels: one CTA interleaves them
   EXPECT_EQ(DefaultCommCtas(14, 16, 2), 4);  // 8 ranks' allreduce.direct: 14 channels
   EXPECT_EQ(DefaultCommCtas(7, 66, 2), 14);  // two per channel fit the budget of 16
+  EXPECT_EQ(DefaultCommCtas(3, 20, 2), 3);   // budget 5 < 2 x 3: one each, none left idle
   EXPECT_EQ(DefaultCommCtas(200, 132, 2), 16);
   EXPECT_EQ(DefaultCommCtas(2000, 132, 2), 32);  // at most 64 channels a comm CTA
 }
