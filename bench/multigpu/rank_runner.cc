@@ -869,9 +869,10 @@ absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b
       grid = absl::StrCat(", grid ", g->ctas);
       if (g->comm_ctas > 0) absl::StrAppend(&grid, " (", g->comm_ctas, " comm)");
     }
-    back.note =
-        absl::StrCat(absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)), grid,
-                     back.note.empty() ? "" : "; ", back.note);
+    // The plan too: --rs-plan / --ar-plan A/B runs write rows the CSV cannot tell apart otherwise.
+    back.note = absl::StrCat(
+        absl::StrFormat("%.1f GB/s per rank", comm_bytes / (all.time_ms * 1e6)), grid, ", plan ",
+        PlanTemplate(f_, p.workload), back.note.empty() ? "" : "; ", back.note);
   }
   if (all.time_ms > 0 && all.check != "fail" && all.check != "error" &&
       (run.best_comm_ms < 0 || all.time_ms < run.best_comm_ms)) {
