@@ -15,7 +15,8 @@
 //   step_counters[s]  pieces moved; the claimer of a piece fences its stores system-wide, then
 //                     adds 1. The one that completes the count resets it to 0 (every piece of s
 //                     arrived, so no add of launch e follows; launch e+1 of this rank starts after
-//                     launch e ended) and release-stores s's signal on the destination = e.
+//                     launch e ended) and release-stores s's signal on the destination = e
+//                     (ArriveAndSignal, as static parts do; a step of one piece only signals).
 // Who claims: the comm CTAs, each in its channel's order (RunTransferProgram), and joined
 // compute CTAs, which take a channel's first not fully claimed step. Either starts a step only
 // once its dependencies are met and the channel's previous step completed (its signal reached
@@ -197,15 +198,7 @@ SYNCOPATE_DEVICE void MoveStepPieces(const FusedLaunchArgs& args, const Transfer
     GroupMoveSegments(segments, op.seg_begin, op.seg_end, src, dst, op.dtype, op.reduce, g.tid,
                       g.nthreads, piece, pieces);
     g.sync();  // every member's stores of the piece are issued (and piece_shared read)
-    if (g.tid == 0) {
-      __threadfence_system();  // this piece's stores (or reductions) before its arrival
-      const unsigned prev = atomicAdd(args.step_counters + step, 1u);
-      if (prev + 1u == static_cast<unsigned>(pieces)) {
-        atomicExch(args.step_counters + step, 0u);
-        __threadfence_system();  // the other pieces' stores before the signal
-        StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
-      }
-    }
+    if (g.tid == 0) ArriveAndSignal(args, op, pieces, step);
   }
   g.sync();  // piece_shared read by every member before a later call rewrites it
 }

@@ -39,9 +39,25 @@ SYNCOPATE_DEVICE unsigned* SignalWordOn(const FusedLaunchArgs& args, int rank, i
   return (rank == args.rank ? args.signals : args.peer_signals[rank]) + signal;
 }
 
+// One thread, for the group that moved one of `parts` parts of `op` (a static part or a claimed
+// piece), once the group's stores are issued: fences them system-wide and, with parts > 1,
+// counts the arrival in args.step_counters[counter]; the arrival that completes `parts` resets
+// the counter for the next launch (no arrival of this launch follows it) and release-stores the
+// destination signal.
+SYNCOPATE_DEVICE void ArriveAndSignal(const FusedLaunchArgs& args, const TransferOp& op, int parts,
+                                      int counter) {
+  __threadfence_system();  // this part's stores (or reductions) before its arrival
+  if (parts > 1) {
+    const unsigned prev = atomicAdd(args.step_counters + counter, 1u);
+    if (prev + 1u != static_cast<unsigned>(parts)) return;
+    atomicExch(args.step_counters + counter, 0u);
+    __threadfence_system();  // the other parts' stores before the signal
+  }
+  StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
+}
+
 // CTA-collective: moves part `part` of `parts` of one chunk (copy or reduce); the CTA that
-// completes the last part release-stores the destination signal. Parts > 1 count arrivals in
-// args.step_counters[counter] (the last arrival resets it for the next launch). Ends with a
+// completes the last part release-stores the destination signal (ArriveAndSignal). Ends with a
 // barrier.
 SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const TransferOp& op,
                                          const CopySegment* segments, int part = 0,
@@ -49,19 +65,7 @@ SYNCOPATE_DEVICE void MoveChunkAndSignal(const FusedLaunchArgs& args, const Tran
   CtaMoveSegments(segments, op.seg_begin, op.seg_end, OperandOn(args, op.src_slot, op.src_rank),
                   OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce, part, parts);
   __syncthreads();
-  if (FlatThreadIdx() == 0) {
-    __threadfence_system();  // this CTA's stores (or reductions) before its arrival
-    bool last = true;
-    if (parts > 1) {
-      const unsigned prev = atomicAdd(args.step_counters + counter, 1u);
-      last = prev + 1u == static_cast<unsigned>(parts);
-      if (last) {
-        atomicExch(args.step_counters + counter, 0u);
-        __threadfence_system();  // the other parts' stores before the signal
-      }
-    }
-    if (last) StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
-  }
+  if (FlatThreadIdx() == 0) ArriveAndSignal(args, op, parts, counter);
   __syncthreads();
 }
 
@@ -102,10 +106,7 @@ SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const
                     OperandOn(args, op.dst_slot, op.dst_rank), op.dtype, op.reduce, g.tid,
                     g.nthreads);
   g.sync();
-  if (g.tid == 0) {
-    __threadfence_system();
-    StoreReleaseSys(SignalWordOn(args, op.dst_rank, op.signal), LaunchEpoch(args));
-  }
+  if (g.tid == 0) ArriveAndSignal(args, op, /*parts=*/1, /*counter=*/-1);
 }
 
 // Dynamic dealing over a launch's two-word tile counter (FusedLaunchArgs::tile_counter), for
