@@ -70,6 +70,20 @@ absl::Status AddAllGatherPush(PlanBuilder& b, const ShardLayout& l, const Gather
   return absl::OkStatus();
 }
 
+absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p) {
+  const int w = l.world();
+  // Chunk-major, one channel per round: chunk k's round d at step k * (W-1) + d - 1 past the base.
+  for (int k = 0; k < l.chunks(); ++k) {
+    for (int d = 1; d < w; ++d) {
+      for (int j = 0; j < w; ++j) {
+        b.Add(OwnerPush(l, p, j, k, (j + d) % w, p.channel_base + d - 1,
+                        p.step_base + k * (w - 1) + d - 1));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddAllGatherPull(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p) {
   if (p.ready != nullptr || p.owner_after_compute) {
     // A puller cannot observe the owner's readiness (transfers into, or computation on, the peer).

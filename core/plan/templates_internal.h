@@ -106,6 +106,9 @@ struct GatherPhase {
   int ranks_per_node = 0;  // two-level only
 };
 absl::Status AddAllGatherPush(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
+// Round d (every owner j pushes to j + d) on channel channel_base + d - 1, chunk-major: chunk k's
+// round d at step step_base + k * (W-1) + d - 1 (allreduce.direct's gather).
+absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
 absl::Status AddAllGatherPull(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
 absl::Status AddAllGatherRing(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
 absl::Status AddAllGatherBiring(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);

@@ -248,18 +248,12 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   AddAllReduceContract(b, params);
   ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
   ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterDirect(b, layout, rs));
-  for (int k = 0; k < layout.chunks(); ++k) {
-    for (int d = 1; d < w; ++d) {
-      for (int j = 0; j < w; ++j) {
-        const Region region = layout.ChunkRegion(j, k);
-        Transfer t =
-            MakeTransfer(TransferKind::kPush, j, (j + d) % w, rounds + d - 1, "data", region,
-                         "data", region, layout.GlobalChunk(j, k), (k + 1) * (w - 1) + d - 1);
-        t.deps = done[j][k];
-        b.Add(std::move(t));
-      }
-    }
-  }
+  GatherPhase ag{.buffer = "data",
+                 .channel_base = rounds,
+                 .step_base = w - 1,
+                 .ready = &done,
+                 .owner_after_compute = false};
+  RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag));
   return std::move(b).Finish();
 }
 
