@@ -73,20 +73,28 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
       // a rank's channel forwards chunk 0 before it sends chunk 1's first hop, which waits for
       // chunk 1's tiles, and never queues an early chunk's hop behind the last chunk's.
       const int chunk_step = p.step_base + k * (w - 1);
-      if (!p.in_place) {
-        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, chunk_step, {}));
-      }
       // The partial of shard j starts at j + 1 and travels W-1 hops to j; hop s is sent by
-      // j + 1 + s (ring step s) and accumulates into the receiver's input, the last into the
-      // result.
+      // j + 1 + s (ring step s) and accumulates into the receiver's input. In place the owner's
+      // input is the result. Out of place the owner then copies its input's chunk, now the
+      // sum, to the result: every write into the result and into each input is then ordered,
+      // so every reduction runs without atomics (jit/compiler/plain_reductions.h), and the
+      // result needs no identity fill (nothing reduces into it).
       int prev = -1;
       for (int s = 0; s + 1 < w; ++s) {
         const int from = (j + 1 + s) % w;
         const int to = (from + 1) % w;
-        Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/s + 2 == w,
+        Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/false,
                                 /*own_contribution=*/s == 0, p.channel_base, chunk_step + s);
         if (s > 0) t.deps = {prev};
         prev = b.Add(std::move(t));
+      }
+      if (!p.in_place) {
+        Transfer copy = MakeTransfer(TransferKind::kLocalCopy, j, j, p.channel_base, p.input,
+                                     l.ChunkRegion(j, k), p.output, ResultRegion(l, p, j, k),
+                                     l.GlobalChunk(j, k), chunk_step + std::max(0, w - 2));
+        copy.after_compute = prev < 0;  // W == 1: the owner's contribution as computed
+        if (prev >= 0) copy.deps = {prev};
+        prev = b.Add(std::move(copy));
       }
       if (prev >= 0) done[j][k].push_back(prev);
     }

@@ -1,44 +1,14 @@
 // See channel_order.h.
 #include "jit/compiler/channel_order.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <string>
+#include "jit/compiler/byte_extents.h"
 
 namespace syncopate::jit {
 namespace {
 
-// Bytes one side of a transfer touches: a buffer on a rank, and the span of its segments.
-struct Extent {
-  int rank = 0;
-  const std::string* buffer = nullptr;
-  int64_t begin = 0;
-  int64_t end = 0;  // exclusive; begin == end: touches nothing
-};
-
-Extent SideExtent(const LoweredSchedule& lw, int transfer, bool source) {
-  const LoweredTransfer& t = lw.transfers[transfer];
-  Extent e{source ? t.src_rank : t.dst_rank, source ? &t.src_buffer : &t.dst_buffer, 0, 0};
-  bool any = false;
-  for (const CopySegment& s : lw.segments[transfer]) {
-    if (s.bytes() == 0) continue;
-    const int64_t offset = source ? s.src_offset_bytes : s.dst_offset_bytes;
-    const int64_t pitch = source ? s.src_pitch_bytes : s.dst_pitch_bytes;
-    const int64_t end = offset + (s.rows - 1) * pitch + s.row_bytes;
-    e.begin = any ? std::min(e.begin, offset) : offset;
-    e.end = any ? std::max(e.end, end) : end;
-    any = true;
-  }
-  return e;
-}
-
-bool Overlap(const Extent& a, const Extent& b) {
-  return a.rank == b.rank && *a.buffer == *b.buffer && a.begin < b.end && b.begin < a.end;
-}
-
 // What the hazard test needs of one step.
 struct StepBytes {
-  Extent src, dst;
+  ByteExtent src, dst;
   plan::ReduceOp reduce = plan::ReduceOp::kNone;
 };
 

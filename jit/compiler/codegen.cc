@@ -336,7 +336,8 @@ absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
     return absl::InternalError(absl::StrCat("transfer ", id, ": buffer without operand slot"));
   }
   const auto [seg_begin, seg_end] = tables.seg_range[id];
-  const int reduce = ReduceCode(t.reduce);
+  // A plain reduction carries kDevReducePlain (8) over the op (impl/types.cuh).
+  const int reduce = ReduceCode(t.reduce) | (t.plain_reduce ? 8 : 0);
   const int dtype = DeviceDTypeCode(t.dtype);
   return std::vector<int64_t>{id,        src_slot, dst_slot,    t.src_rank, t.dst_rank,
                               t.signal,  reduce,   dtype,       seg_begin,  seg_end,
@@ -467,10 +468,11 @@ void EmitTableArrays(const FusedTables& t, std::string& src) {
   absl::StrAppend(&src,
                   "\n// Outgoing chunks of rank r: kOutChunks[kOutBase[r] .. kOutBase[r + 1]).\n");
   EmitIntArray(src, "int kOutBase", t.out_base);
-  absl::StrAppend(&src,
-                  "// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce, dtype, "
-                  "segments begin, end,\n//  deps begin, end, ready chunk, producers, kind (0 "
-                  "publish, 1 direct move, 2 landing guard)}\n");
+  absl::StrAppend(
+      &src,
+      "// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce (+8 plain), dtype, "
+      "segments begin, end,\n//  deps begin, end, ready chunk, producers, kind (0 "
+      "publish, 1 direct move, 2 landing guard)}\n");
   EmitStructArray(src, "TransferOp", "kOutChunks", t.out_chunks, 15, 1, t.g_chunks);
   absl::StrAppend(&src,
                   "\n// Transfer program (SM backend): rank r's channels are kChanOps[kChanBase[r] "

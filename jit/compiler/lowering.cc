@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "jit/compiler/plain_reductions.h"
 #include "syncopate/launch_abi.h"
 
 namespace syncopate::jit {
@@ -546,6 +547,8 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
     out.max_program_channels = std::max(out.max_program_channels, live_channels);
   }
   MarkIdentityFills(by_id, out.slots);
+  const std::vector<bool> plain = PlainReductions(by_id, out);
+  for (size_t id = 0; id < plain.size(); ++id) out.transfers[id].plain_reduce = plain[id];
   return out;
 }
 

@@ -138,6 +138,9 @@ struct LoweredTransfer {
   plan::ReduceOp reduce = plan::ReduceOp::kNone;
   plan::DType dtype = plan::DType::kF32;  // of the source buffer
   bool inter_node = false;                // source and destination ranks are on different nodes
+  // A reduction no other write can race (plain_reductions.h): the kernel combines with plain
+  // loads and stores instead of atomics.
+  bool plain_reduce = false;
 };
 
 struct LoweredSchedule {

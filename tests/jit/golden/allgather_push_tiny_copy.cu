@@ -73,7 +73,7 @@ __device__ const int kTileOut[1] = {
 __device__ const int kOutBase[3] = {
     0, 0, 0,
 };
-// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce, dtype, segments begin, end,
+// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce (+8 plain), dtype, segments begin, end,
 //  deps begin, end, ready chunk, producers, kind (0 publish, 1 direct move, 2 landing guard)}
 __device__ const syncopate::TransferOp kOutChunks[1] = {
     {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  // unused

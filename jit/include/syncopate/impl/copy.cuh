@@ -1,6 +1,7 @@
 // CTA-collective chunk movement: copies (16-byte vectors where alignment allows) and reductions
-// (system-scope atomics, because several ranks may reduce into one element concurrently) over a
-// list of 2D copy segments. Element conversions use PTX/bit tricks, not cuda_fp16.h/cuda_bf16.h,
+// (system-scope atomics, because several ranks may reduce into one element concurrently; plain
+// loads and stores where the host proved no other write can race, kDevReducePlain) over a list of
+// 2D copy segments. Element conversions use PTX/bit tricks, not cuda_fp16.h/cuda_bf16.h,
 // so the device headers need no include path.
 // Header-only, compiled by NVRTC and nvcc. Every thread of the CTA must call these.
 #ifndef SYNCOPATE_IMPL_COPY_CUH_
@@ -186,15 +187,52 @@ SYNCOPATE_DEVICE void ReduceSum16Bytes(char* to, uint4 v, int dtype) {
 #endif
 }
 
+// What CopyRows does with each unit: `put(to, v, old)`, where `old` is the destination's value
+// when the unit reads it first (kReadsDst), else unset.
 struct StoreUnit {
+  static constexpr bool kReadsDst = false;
   template <class V>
-  SYNCOPATE_DEVICE void operator()(V* to, const V& v) const { *to = v; }
+  SYNCOPATE_DEVICE void operator()(V* to, const V& v, const V&) const {
+    *to = v;
+  }
 };
 
 struct SumUnit16Bit {
+  static constexpr bool kReadsDst = false;
   int dtype;
-  SYNCOPATE_DEVICE void operator()(uint4* to, const uint4& v) const {
+  SYNCOPATE_DEVICE void operator()(uint4* to, const uint4& v, const uint4&) const {
     ReduceSum16Bytes(reinterpret_cast<char*>(to), v, dtype);
+  }
+};
+
+// One 32-bit word of two 16-bit floats (or one f32) combined with `reduce`, in f32.
+SYNCOPATE_DEVICE unsigned CombineWord(unsigned a, unsigned b, int dtype, int reduce) {
+  if (dtype == kDevF32) {
+    return __float_as_uint(Combine(__uint_as_float(a), __uint_as_float(b), reduce));
+  }
+  unsigned out = 0;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const unsigned x = (a >> (16 * half)) & 0xffffu, y = (b >> (16 * half)) & 0xffffu;
+    const unsigned r =
+        dtype == kDevBF16 ? FloatToBf16Bits(Combine(Bf16BitsToFloat(x), Bf16BitsToFloat(y), reduce))
+                          : FloatToF16Bits(Combine(F16BitsToFloat(x), F16BitsToFloat(y), reduce));
+    out |= (r & 0xffffu) << (16 * half);
+  }
+  return out;
+}
+
+// A plain reduction (kDevReducePlain): nothing else writes these bytes meanwhile, so load the
+// destination with the source (CopyRows keeps both in flight), combine and store: a copy's
+// memory traffic plus one read, where an atomic reduction is capped by the GPU's atomic rate.
+struct PlainCombineUnit {
+  static constexpr bool kReadsDst = true;
+  int dtype;  // kDevF16, kDevBF16 or kDevF32
+  int reduce;
+  SYNCOPATE_DEVICE void operator()(uint4* to, const uint4& v, const uint4& old) const {
+    *to =
+        make_uint4(CombineWord(old.x, v.x, dtype, reduce), CombineWord(old.y, v.y, dtype, reduce),
+                   CombineWord(old.z, v.z, dtype, reduce), CombineWord(old.w, v.w, dtype, reduce));
   }
 };
 
@@ -229,12 +267,21 @@ SYNCOPATE_DEVICE void CopyRows(const char* src, char* dst, const CopySegment& s,
   const long long step = static_cast<long long>(nthreads);
   for (; i + (kUnroll - 1) * step < hi; i += kUnroll * step) {
     V v[kUnroll];
+    V old[Put::kReadsDst ? kUnroll : 1];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = *src_at(i + u * step);
+    if constexpr (Put::kReadsDst) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) put(dst_at(i + u * step), v[u]);
+      for (int u = 0; u < kUnroll; ++u) old[u] = *dst_at(i + u * step);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) put(dst_at(i + u * step), v[u], old[Put::kReadsDst ? u : 0]);
   }
-  for (; i < hi; i += step) put(dst_at(i), *src_at(i));
+  for (; i < hi; i += step) {
+    V old[1];
+    if constexpr (Put::kReadsDst) old[0] = *dst_at(i);
+    put(dst_at(i), *src_at(i), old[0]);
+  }
 }
 
 // Part `part` of `parts` of a range of `total` units: [lo, hi).
@@ -277,9 +324,19 @@ void GroupMoveSegments(const CopySegment* segments, int begin, int end, const vo
                        int parts = 1) {
   const char* src = static_cast<const char*>(src_base);
   char* dst = static_cast<char*>(dst_base);
+  const bool plain = (reduce & kDevReducePlain) != 0;
+  reduce &= ~kDevReducePlain;
   for (int i = begin; i < end; ++i) {
     const CopySegment s = segments[i];
     long long lo = 0, hi = 0;
+    if (plain && reduce != kDevReduceNone &&
+        (dtype == kDevF16 || dtype == kDevBF16 || dtype == kDevF32) &&
+        detail::Aligned(src, dst, s, 16)) {
+      detail::PartRange(s.row_bytes / 16 * s.rows, part, parts, lo, hi);
+      detail::CopyRows<uint4>(src, dst, s, lo, hi, tid, nthreads,
+                              detail::PlainCombineUnit{dtype, reduce});
+      continue;  // other dtypes and alignments take the atomic paths below: same result
+    }
     if (reduce == kDevReduceNone) {
       if (detail::Aligned(src, dst, s, 16)) {
         detail::PartRange(s.row_bytes / 16 * s.rows, part, parts, lo, hi);

@@ -32,6 +32,10 @@ enum DeviceDType : int {
   kDevU8 = 7,
 };
 enum DeviceReduceOp : int { kDevReduceNone = 0, kDevReduceSum = 1, kDevReduceMax = 2 };
+// Or'ed over a reduce op: no other write can race this reduction (the host proved every other
+// write into its bytes ordered with it; jit/compiler/plain_reductions.h), so it may load, combine
+// and store instead of using atomics.
+enum : int { kDevReducePlain = 8 };
 
 // A signal word to wait for: signals[signal] on rank `signal_rank` must reach the epoch.
 // `transfer` (plan transfer id) and `peer` (the rank expected to deliver) only feed the
@@ -62,7 +66,7 @@ struct TransferOp {
   int src_rank;
   int dst_rank;
   int signal;       // signal index set on dst_rank when complete
-  int reduce;       // DeviceReduceOp
+  int reduce;       // DeviceReduceOp, | kDevReducePlain
   int dtype;        // DeviceDType of the elements
   int seg_begin;    // copy segments [seg_begin, seg_end) of Tables::segments()
   int seg_end;
