@@ -19,10 +19,11 @@
 // - step: ring step (hop number) for rings, round - 1 for direct templates (round d: rank r talks
 //   to r + d, so every rank has one partner per round), level for two-level (0: first hop out of
 //   the owner, 1: forward / second level). The reductions' rings and direct rounds and the
-//   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (an
-//   out-of-place own LOCAL_COPY takes its chunk's first step). AllReduce's AG steps follow its RS
-//   steps per chunk (allreduce.direct: chunk k's gather at (k+1) * (W-1) + round - 1, the steps
-//   of chunk k+1's reductions). Each channel lists its transfers in step order.
+//   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (the
+//   direct template's out-of-place own LOCAL_COPY takes its chunk's first step, the ring's copy
+//   of the reduced chunk to the output its last). AllReduce's AG steps follow its RS steps per
+//   chunk (allreduce.direct and ring_direct: chunk k's gather at (k+1) * (W-1) + round - 1, the
+//   steps of chunk k+1's reductions). Each channel lists its transfers in step order.
 // - signal: numbered 0, 1, ... per destination rank in transfer-id order (unique per rank).
 // - deps: only on the executing rank's own transfers or on transfers whose destination it is
 //   (a forward depends on the incoming transfer it forwards; an AllReduce AG send depends on the
@@ -103,8 +104,8 @@ struct TemplateParams {
 
 // Template names: allgather.push, allgather.pull, allgather.ring, allgather.biring,
 // allgather.two_level, reducescatter.ring, reducescatter.direct, reducescatter.two_level,
-// allreduce.rs_ag, allreduce.direct, allreduce.split, allreduce.two_level, alltoall.uniform,
-// alltoall.variable.
+// allreduce.rs_ag, allreduce.direct, allreduce.ring_direct, allreduce.split, allreduce.two_level,
+// alltoall.uniform, alltoall.variable.
 std::vector<std::string> TemplateNames();
 
 // Builds the plan named `name`. Impossible parameters (world size out of 1..64, axis out of range,

@@ -1,5 +1,6 @@
-// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct, split,
-// two_level), which compose a ReduceScatter phase in place with an AllGather phase gated on it.
+// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct,
+// ring_direct, split, two_level), which compose a ReduceScatter phase in place with an AllGather
+// phase gated on it.
 //
 // after_compute rule for both families: a transfer gets after_compute exactly when its source is
 // the executing rank's own contribution as its computation wrote it (nothing has been reduced into
@@ -265,6 +266,29 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   return std::move(b).Finish();
 }
 
+// allreduce.ring_direct: the ring ReduceScatter in place (channel 0), whose hops are ordered
+// writes and so run without atomics (jit/compiler/plain_reductions.h), then allreduce.direct's
+// gather: each owner pushes its reduced chunk to every peer at once (round d on channel d), one
+// round where allreduce.rs_ag's ring chains W-1 dependent hops. A push into q overwrites q's
+// partial of the chunk, which q's hop read: that hop is in the chain the last hop closes, and the
+// push waits for the last hop.
+absl::StatusOr<Plan> BuildAllReduceRingDirect(const TemplateParams& params,
+                                              const ShardLayout& layout) {
+  const int w = params.world_size;
+  const int rounds = std::max(1, w - 1);
+  PlanBuilder b("allreduce.ring_direct", CollectiveKind::kAllReduce, w, 1 + rounds);
+  AddAllReduceContract(b, params);
+  ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
+  ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterRing(b, layout, rs));
+  GatherPhase ag{.buffer = "data",
+                 .channel_base = 1,
+                 .step_base = w - 1,
+                 .ready = &done,
+                 .owner_after_compute = false};
+  RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag));
+  return std::move(b).Finish();
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplateParams& params) {
@@ -315,6 +339,7 @@ absl::StatusOr<Plan> BuildAllReduce(std::string_view algo, const TemplateParams&
                      Range{0, params.shape[params.axis]});
   RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
   if (algo == "direct") return BuildAllReduceDirect(params, layout);
+  if (algo == "ring_direct") return BuildAllReduceRingDirect(params, layout);
   const bool two_level = algo == "two_level";
   if (two_level) RETURN_IF_ERROR(CheckRanksPerNode(params));
 
