@@ -290,6 +290,17 @@ TEST(NvrtcCompileWgmma, ReductionKnobsCompileAndChangeTheKernel) {
     ASSERT_TRUE(c.ok) << knob << ": " << c.log;
     EXPECT_NE(c.binary, base.binary) << knob;
   }
+  // The ring's hops are plain reductions (packed adds); the knob turns them into atomics.
+  const plan::Plan ring = ReduceScatterPlan("ring", 4, 1024, 384, 2, plan::DType::kBF16);
+  auto rk =
+      GenerateFusedKernel(ring, GemmWgmmaSpecForReduceScatter(1024, 384, 256, plan::DType::kBF16),
+                          Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(rk.ok()) << rk.status();
+  const Compiled ring_base = CompileForArch(*rk, "sm_90a");
+  ASSERT_TRUE(ring_base.ok) << ring_base.log;
+  const Compiled atomics = CompileForArch(*rk, "sm_90a", {"-DSYNCOPATE_PLAIN_REDUCE=0"});
+  ASSERT_TRUE(atomics.ok) << atomics.log;
+  EXPECT_NE(atomics.binary, ring_base.binary);
 }
 
 TEST(NvrtcCompileErrors, CompileErrorPointsIntoKernelFile) {

@@ -205,12 +205,30 @@ struct SumUnit16Bit {
   }
 };
 
-// One 32-bit word of two 16-bit floats (or one f32) combined with `reduce`, in f32.
+// One 32-bit word of two 16-bit floats (or one f32) combined with `reduce`: sums by one packed
+// add (as the atomic path's vector reduction adds), anything else through f32.
 SYNCOPATE_DEVICE unsigned CombineWord(unsigned a, unsigned b, int dtype, int reduce) {
   if (dtype == kDevF32) {
     return __float_as_uint(Combine(__uint_as_float(a), __uint_as_float(b), reduce));
   }
   unsigned out = 0;
+#if defined(__CUDA_ARCH__)
+  if (reduce == kDevReduceSum && dtype == kDevF16) {
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(out) : "r"(a), "r"(b));
+    return out;
+  }
+#if __CUDA_ARCH__ >= 900
+  if (reduce == kDevReduceSum && dtype == kDevBF16) {
+    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(a), "r"(b));
+    return out;
+  }
+#elif __CUDA_ARCH__ >= 800
+  if (reduce == kDevReduceSum && dtype == kDevBF16) {  // a * 1.0 + b
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    return out;
+  }
+#endif
+#endif
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const unsigned x = (a >> (16 * half)) & 0xffffu, y = (b >> (16 * half)) & 0xffffu;
@@ -314,6 +332,11 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 // which a call would force into local memory. Out of line, the step's dtype and reduce are no
 // longer constants folded into the loops; -DSYNCOPATE_MOVER_INLINE=1 (SYNCOPATE_NVRTC_OPTIONS)
 // inlines it again, to measure what that costs at run time.
+// -DSYNCOPATE_PLAIN_REDUCE=0 (SYNCOPATE_NVRTC_OPTIONS) runs plain reductions as atomics, for
+// A/B runs of one plan.
+#ifndef SYNCOPATE_PLAIN_REDUCE
+#define SYNCOPATE_PLAIN_REDUCE 1
+#endif
 #if defined(SYNCOPATE_MOVER_INLINE) && SYNCOPATE_MOVER_INLINE
 SYNCOPATE_DEVICE
 #else
@@ -324,7 +347,7 @@ void GroupMoveSegments(const CopySegment* segments, int begin, int end, const vo
                        int parts = 1) {
   const char* src = static_cast<const char*>(src_base);
   char* dst = static_cast<char*>(dst_base);
-  const bool plain = (reduce & kDevReducePlain) != 0;
+  const bool plain = SYNCOPATE_PLAIN_REDUCE && (reduce & kDevReducePlain) != 0;
   reduce &= ~kDevReducePlain;
   for (int i = begin; i < end; ++i) {
     const CopySegment s = segments[i];
