@@ -144,24 +144,15 @@ TEST(CodegenTest, MetadataForGemmReduceScatter) {
   EXPECT_EQ(md.operands[2].buffer, "input");
   EXPECT_EQ(md.operands[3].name, "output");
   EXPECT_FALSE(md.operands[3].kernel_param);
-  // The ring copies each reduced chunk into "output"; nothing reduces into it.
+  // The ring copies each reduced chunk into "output"; nothing reduces into it. The direct plan
+  // reduces every rank's contribution into it at once: the runtime fills it with zeros first.
   EXPECT_FALSE(md.operands[3].needs_identity_fill);
   EXPECT_EQ(md.operands[3].bytes, 128 * 256 * 2);
   EXPECT_EQ(md.plan_hash, plan::PlanHash(plan));
-}
-
-// The direct ReduceScatter reduces every rank's contribution into "output" at once: the runtime
-// must fill it with zeros before the launch.
-TEST(CodegenTest, OutputThatReductionsLandInNeedsIdentityFill) {
-  const plan::Plan plan = ReduceScatterPlan("direct", 4, 512, 256, 2);
-  const KernelSpec spec = GemmSpecForReduceScatter(512, 256, 64, plan::DType::kBF16);
-  auto lw = Lower(plan, spec);
-  ASSERT_TRUE(lw.ok()) << lw.status();
-  auto k = GenerateFusedKernel(*lw, spec, "");
-  ASSERT_TRUE(k.ok()) << k.status();
-  ASSERT_EQ(k->metadata.operands.size(), 4u);
-  EXPECT_EQ(k->metadata.operands[3].name, "output");
-  EXPECT_TRUE(k->metadata.operands[3].needs_identity_fill);
+  auto direct = GenerateFusedKernel(ReduceScatterPlan("direct", 4, 512, 256, 2), spec, "", {});
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ASSERT_EQ(direct->metadata.operands.size(), 4u);
+  EXPECT_TRUE(direct->metadata.operands[3].needs_identity_fill);
 }
 
 TEST(CodegenTest, NodeMapsNeverShareASymbol) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -273,34 +275,30 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
 }
 
 // The device headers' A/B knobs for the reductions' transfers (README, "For A/B runs"): the
-// pieces' size, the loads in flight per thread and the joined CTAs' wait for peers. Each compiles
-// into the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels) and changes its
-// binary, so a knob that stopped reaching the code would be noticed.
+// pieces' size, the loads in flight per thread and the joined CTAs' wait for peers, each into
+// the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels); plain reductions as
+// atomics into the ring's (whose hops are plain). Each must change the kernel's binary, so a
+// knob that stopped reaching the code would be noticed.
 TEST(NvrtcCompileWgmma, ReductionKnobsCompileAndChangeTheKernel) {
-  const plan::Plan rs = ReduceScatterPlan("direct", 4, 1024, 384, 2, plan::DType::kBF16);
-  auto k =
-      GenerateFusedKernel(rs, GemmWgmmaSpecForReduceScatter(1024, 384, 256, plan::DType::kBF16),
-                          Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
-  ASSERT_TRUE(k.ok()) << k.status();
-  const Compiled base = CompileForArch(*k, "sm_90a");
-  ASSERT_TRUE(base.ok) << base.log;
-  for (const char* knob : {"-DSYNCOPATE_TRANSFER_PIECE_KB=128", "-DSYNCOPATE_COPY_UNROLL=8",
-                           "-DSYNCOPATE_JOIN_PEER_WAIT_US=200"}) {
-    const Compiled c = CompileForArch(*k, "sm_90a", {knob});
-    ASSERT_TRUE(c.ok) << knob << ": " << c.log;
-    EXPECT_NE(c.binary, base.binary) << knob;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"direct",
+       {"-DSYNCOPATE_TRANSFER_PIECE_KB=128", "-DSYNCOPATE_COPY_UNROLL=8",
+        "-DSYNCOPATE_JOIN_PEER_WAIT_US=200"}},
+      {"ring", {"-DSYNCOPATE_PLAIN_REDUCE=0"}}};
+  for (const auto& [algo, knobs] : cases) {
+    const plan::Plan rs = ReduceScatterPlan(algo, 4, 1024, 384, 2, plan::DType::kBF16);
+    auto k =
+        GenerateFusedKernel(rs, GemmWgmmaSpecForReduceScatter(1024, 384, 256, plan::DType::kBF16),
+                            Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+    ASSERT_TRUE(k.ok()) << k.status();
+    const Compiled base = CompileForArch(*k, "sm_90a");
+    ASSERT_TRUE(base.ok) << base.log;
+    for (const std::string& knob : knobs) {
+      const Compiled c = CompileForArch(*k, "sm_90a", {knob});
+      ASSERT_TRUE(c.ok) << knob << ": " << c.log;
+      EXPECT_NE(c.binary, base.binary) << algo << " " << knob;
+    }
   }
-  // The ring's hops are plain reductions (packed adds); the knob turns them into atomics.
-  const plan::Plan ring = ReduceScatterPlan("ring", 4, 1024, 384, 2, plan::DType::kBF16);
-  auto rk =
-      GenerateFusedKernel(ring, GemmWgmmaSpecForReduceScatter(1024, 384, 256, plan::DType::kBF16),
-                          Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
-  ASSERT_TRUE(rk.ok()) << rk.status();
-  const Compiled ring_base = CompileForArch(*rk, "sm_90a");
-  ASSERT_TRUE(ring_base.ok) << ring_base.log;
-  const Compiled atomics = CompileForArch(*rk, "sm_90a", {"-DSYNCOPATE_PLAIN_REDUCE=0"});
-  ASSERT_TRUE(atomics.ok) << atomics.log;
-  EXPECT_NE(atomics.binary, ring_base.binary);
 }
 
 TEST(NvrtcCompileErrors, CompileErrorPointsIntoKernelFile) {
