@@ -19,12 +19,10 @@
 // - step: ring step (hop number) for rings, round - 1 for direct templates (round d: rank r talks
 //   to r + d, so every rank has one partner per round), level for two-level (0: first hop out of
 //   the owner, 1: forward / second level). The reductions' rings and direct rounds and the
-//   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (the
-//   direct template's out-of-place own LOCAL_COPY takes its chunk's first step, the ring's copy
-//   of the reduced chunk to the output the step after its last hop). AllReduce's AG steps follow
-//   its RS steps per chunk (allreduce.direct and ring_direct: chunk k's gather at (k+1) * (W-1) +
-//   round - 1, the steps of chunk k+1's reductions). Each channel lists its transfers in step
-//   order.
+//   AllGather rings are chunk-major: chunk k's hop or round s takes step k * (W-1) + s (an
+//   out-of-place own LOCAL_COPY takes its chunk's first step). AllReduce's AG steps follow its RS
+//   steps per chunk (allreduce.direct: chunk k's gather at (k+1) * (W-1) + round - 1, the steps
+//   of chunk k+1's reductions). Each channel lists its transfers in step order.
 // - signal: numbered 0, 1, ... per destination rank in transfer-id order (unique per rank).
 // - deps: only on the executing rank's own transfers or on transfers whose destination it is
 //   (a forward depends on the incoming transfer it forwards; an AllReduce AG send depends on the
@@ -32,17 +30,15 @@
 // - channels: 0 = clockwise ring / intra-node / default; allgather.biring: 1 = counter-clockwise
 //   (even global chunks go clockwise, odd ones counter-clockwise); two-level: 1 = inter-node (only
 //   transfers between nodes, where node = rank / ranks_per_node); reducescatter.direct: round d
-//   on channel d - 1 (the own LOCAL_COPY on channel 0); reducescatter.ring: the hops on channel
-//   0, the owners' copies to "output" on channel 1; AllReduce: RS phase on channels [0, c), AG
-//   phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1;
-//   ring_direct: RS on channel 0, the gather's round d on channel d).
+//   on channel d - 1 (the own LOCAL_COPY on channel 0); AllReduce: RS phase on channels [0, c),
+//   AG phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1).
 // - after_compute: set exactly on transfers whose source is the executing rank's own data as its
 //   computation wrote it, untouched by any incoming transfer. ReduceScatter/AllReduce (always):
 //   the first transfers of each rank's contribution — ring step 0, every direct push and
-//   direct template's own LOCAL_COPY, every two-level intra-node push (and the inter-node send
-//   when ranks_per_node == 1) — i.e. exactly the RS transfers without deps. Forwards of partial
-//   sums and AllReduce's AG sends are not marked (they depend on transfers). AllGather / AllToAll:
-//   the owner's sends of its own shard / "send" blocks when `produced_by_compute` is set.
+//   out-of-place own LOCAL_COPY, every two-level intra-node push (and the inter-node send when
+//   ranks_per_node == 1) — i.e. exactly the RS transfers without deps. Forwards of partial sums
+//   and AllReduce's AG sends are not marked (they depend on transfers). AllGather / AllToAll: the
+//   owner's sends of its own shard / "send" blocks when `produced_by_compute` is set.
 // - Reductions into "input" (RS) and "data" (AR) land on slabs the destination's computation
 //   writes; the plan model has no cross-rank compute dependency, so the runtime must not let such
 //   a reduction land before the destination has produced that slab.
@@ -56,8 +52,7 @@
 //   ReduceScatter: "output" has extent ceil(shape[axis] / W) along axis; rank j's result is
 //     output[0, Shard(j).size()) along axis (the rest is unspecified). ring: the partial of shard
 //     j starts at j+1 and accumulates (reduce op) into each next rank's "input" shard j, the last
-//     hop into rank j's, which then copies its "input" shard j (the sum) to "output" (every
-//     write ordered: no reduction lands unordered, and "output" needs no identity fill).
+//     hop reduces into rank j's "output"; rank j adds its own shard with a reducing LOCAL_COPY.
 //     direct: round d, rank q reduces its shard q+d into that rank's "output"; own part by a
 //     reducing LOCAL_COPY. two_level: level 0 rank (n,l) reduces its contribution to each shard
 //     of local index l' != l into rank (n,l')'s "input"; level 1 (channel 1) (n,l') reduces node
@@ -68,9 +63,8 @@
 //     (near-equal, same rule), each an rs_ag whose steps are offset by i * (W - 1), so slab
 //     i+1's RS shares steps with slab i's AG; direct = direct RS in place (round d's reductions
 //     on channel d-1), then each owner pushes its reduced chunk to every peer (round d on channel
-//     W-1+d-1), each push gated on the W-1 reductions into that chunk; ring_direct = ring RS in
-//     place, then direct's gather (round d on channel d) gated on the last hop into the chunk;
-//     two_level = two-level RS in place + two-level AG.
+//     W-1+d-1), each push gated on the W-1 reductions into that chunk; two_level = two-level RS
+//     in place + two-level AG.
 //   AllToAll: uniform: shape[axis] divisible by W, block = shape[axis] / W. variable: splits is
 //     W x W, non-negative, each row sum <= shape[axis] ("send" capacity; rows past the sum are
 //     unused). "recv" extent along axis = max column sum (at least 1); rank d's block from s sits
@@ -109,8 +103,8 @@ struct TemplateParams {
 
 // Template names: allgather.push, allgather.pull, allgather.ring, allgather.biring,
 // allgather.two_level, reducescatter.ring, reducescatter.direct, reducescatter.two_level,
-// allreduce.rs_ag, allreduce.direct, allreduce.ring_direct, allreduce.split, allreduce.two_level,
-// alltoall.uniform, alltoall.variable.
+// allreduce.rs_ag, allreduce.direct, allreduce.split, allreduce.two_level, alltoall.uniform,
+// alltoall.variable.
 std::vector<std::string> TemplateNames();
 
 // Builds the plan named `name`. Impossible parameters (world size out of 1..64, axis out of range,

@@ -1,6 +1,5 @@
-// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct,
-// ring_direct, split, two_level), which compose a ReduceScatter phase in place with an AllGather
-// phase gated on it.
+// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct, split,
+// two_level), which compose a ReduceScatter phase in place with an AllGather phase gated on it.
 //
 // after_compute rule for both families: a transfer gets after_compute exactly when its source is
 // the executing rank's own contribution as its computation wrote it (nothing has been reduced into
@@ -74,33 +73,20 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
       // a rank's channel forwards chunk 0 before it sends chunk 1's first hop, which waits for
       // chunk 1's tiles, and never queues an early chunk's hop behind the last chunk's.
       const int chunk_step = p.step_base + k * (w - 1);
+      if (!p.in_place) {
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, chunk_step, {}));
+      }
       // The partial of shard j starts at j + 1 and travels W-1 hops to j; hop s is sent by
-      // j + 1 + s (ring step s) and accumulates into the receiver's input. In place the owner's
-      // input is the result. Out of place the owner then copies its input's chunk, now the
-      // sum, to the result: every write into the result and into each input is then ordered,
-      // so every reduction runs without atomics (jit/compiler/plain_reductions.h), and the
-      // result needs no identity fill (nothing reduces into it).
+      // j + 1 + s (ring step s) and accumulates into the receiver's input, the last into the
+      // result.
       int prev = -1;
       for (int s = 0; s + 1 < w; ++s) {
         const int from = (j + 1 + s) % w;
         const int to = (from + 1) % w;
-        Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/false,
+        Transfer t = ReducePush(l, p, j, k, from, to, /*into_result=*/s + 2 == w,
                                 /*own_contribution=*/s == 0, p.channel_base, chunk_step + s);
         if (s > 0) t.deps = {prev};
         prev = b.Add(std::move(t));
-      }
-      // The copy goes on its own channel: it waits for the last hop into the owner, and on the
-      // hops' channel, at the last hop's step, it held up the owner's own hop of that step,
-      // which a peer's copy waited for in turn (a cycle around the ring that only CTAs taking
-      // steps out of order broke: 4.8 ms for a 1.2 ms fused GEMM+ReduceScatter, thirteenth
-      // session).
-      if (!p.in_place) {
-        Transfer copy = MakeTransfer(TransferKind::kLocalCopy, j, j, p.channel_base + 1, p.input,
-                                     l.ChunkRegion(j, k), p.output, ResultRegion(l, p, j, k),
-                                     l.GlobalChunk(j, k), chunk_step + std::max(0, w - 1));
-        copy.after_compute = prev < 0;  // W == 1: the owner's contribution as computed
-        if (prev >= 0) copy.deps = {prev};
-        prev = b.Add(std::move(copy));
       }
       if (prev >= 0) done[j][k].push_back(prev);
     }
@@ -271,29 +257,6 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   return std::move(b).Finish();
 }
 
-// allreduce.ring_direct: the ring ReduceScatter in place (channel 0), whose hops are ordered
-// writes and so run without atomics (jit/compiler/plain_reductions.h), then allreduce.direct's
-// gather: each owner pushes its reduced chunk to every peer at once (round d on channel d), one
-// round where allreduce.rs_ag's ring chains W-1 dependent hops. A push into q overwrites q's
-// partial of the chunk, which q's hop read: that hop is in the chain the last hop closes, and the
-// push waits for the last hop.
-absl::StatusOr<Plan> BuildAllReduceRingDirect(const TemplateParams& params,
-                                              const ShardLayout& layout) {
-  const int w = params.world_size;
-  const int rounds = std::max(1, w - 1);
-  PlanBuilder b("allreduce.ring_direct", CollectiveKind::kAllReduce, w, 1 + rounds);
-  AddAllReduceContract(b, params);
-  ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
-  ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterRing(b, layout, rs));
-  GatherPhase ag{.buffer = "data",
-                 .channel_base = 1,
-                 .step_base = w - 1,
-                 .ready = &done,
-                 .owner_after_compute = false};
-  RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag));
-  return std::move(b).Finish();
-}
-
 }  // namespace
 
 absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplateParams& params) {
@@ -307,9 +270,8 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
   // "output" is as large as the largest shard; rank j's result is its leading Shard(j) rows.
   Shape out_shape = params.shape;
   out_shape[params.axis] = layout.MaxShardExtent();
-  // Channels: two-level one per level, direct one per round, ring one for the hops and one for
-  // the owners' copies.
-  const int channels = algo == "direct" ? std::max(1, w - 1) : 2;
+  // Channels: two-level one per level, direct one per round, ring one.
+  const int channels = algo == "two_level" ? 2 : algo == "direct" ? std::max(1, w - 1) : 1;
   PlanBuilder b(absl::StrCat("reducescatter.", std::string(algo)), CollectiveKind::kReduceScatter,
                 w, channels);
   b.AddBuffer(MakeBuffer("input", params.dtype, params.shape));
@@ -345,7 +307,6 @@ absl::StatusOr<Plan> BuildAllReduce(std::string_view algo, const TemplateParams&
                      Range{0, params.shape[params.axis]});
   RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
   if (algo == "direct") return BuildAllReduceDirect(params, layout);
-  if (algo == "ring_direct") return BuildAllReduceRingDirect(params, layout);
   const bool two_level = algo == "two_level";
   if (two_level) RETURN_IF_ERROR(CheckRanksPerNode(params));
 

@@ -1,12 +1,13 @@
 // Which reductions may run as a plain read-modify-write instead of atomics.
 //
 // The plan model makes reductions atomic (plan.h): reductions into one element that nothing
-// orders may land at once. The SM backend pays for that with system-scope vector reductions,
-// whose GPU-wide rate capped GEMM+ReduceScatter's sums (bench/RESULTS.md, twelfth session: about
-// 340 GB/s at 4 ranks, where plain copies move several times that). But many plans order every
-// write into a region: a ring hop reduces into bytes only it writes, after the destination's
-// computation (a landing guard) and before whatever reads them (a dep). Such a reduction cannot
-// race, so the kernel may load the destination, combine and store.
+// orders may land at once, and the SM backend uses system-scope vector reductions. But many
+// plans order every write into a region: a ring hop reduces into bytes only it writes, after the
+// destination's computation (a landing guard) and before whatever reads them (a dep). Such a
+// reduction cannot race, so the kernel may load the destination, combine and store. The tables
+// mark them (TransferOp::reduce | kDevReducePlain); the device takes the plain path only with
+// -DSYNCOPATE_PLAIN_REDUCE=1, since on the one-GPU stand-in it measured slower than the atomics
+// (bench/RESULTS.md, thirteenth session).
 //
 // A reduction is plain when every other transfer whose destination bytes overlap its own is
 // ordered with it by the transitive closure of deps. Channel order is not counted (conservative:

@@ -215,12 +215,11 @@ TEST_P(GemmReduceScatterLoweringTest, MatchesBruteForce) {
     for (const auto& w : rs.waits) EXPECT_TRUE(w.empty());  // a producer waits for nothing
     EXPECT_FALSE(rs.outgoing.empty());
   }
-  // No operand produces the output buffer. The direct plan reduces into it (the runtime fills
-  // it with zeros first); the ring copies each reduced chunk there.
+  // The output buffer receives reductions and no operand produces it.
   const int out_slot = SlotOfBuffer(lw->slots, "output");
   ASSERT_GE(out_slot, 0);
   EXPECT_FALSE(lw->slots[out_slot].kernel_param);
-  EXPECT_EQ(lw->slots[out_slot].needs_identity_fill, algo == "direct");
+  EXPECT_TRUE(lw->slots[out_slot].needs_identity_fill);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -620,9 +619,8 @@ TEST(NodeMapLoweringTest, EveryTemplateOnTwoNodes) {
                                         "allgather.biring", "allgather.two_level",
                                         "alltoall.uniform", "alltoall.variable"};
   const std::set<std::string> refused = {
-      "allgather.pull",          "reducescatter.ring",  "reducescatter.direct",
-      "reducescatter.two_level", "allreduce.rs_ag",     "allreduce.direct",
-      "allreduce.split",         "allreduce.two_level", "allreduce.ring_direct"};
+      "allgather.pull",  "reducescatter.ring", "reducescatter.direct", "reducescatter.two_level",
+      "allreduce.rs_ag", "allreduce.direct",   "allreduce.split",      "allreduce.two_level"};
   std::set<std::string> got_lowers, got_refused;
   for (const std::string& name : plan::TemplateNames()) {
     SCOPED_TRACE(name);

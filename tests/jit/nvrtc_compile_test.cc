@@ -276,15 +276,15 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
 
 // The device headers' A/B knobs for the reductions' transfers (README, "For A/B runs"): the
 // pieces' size, the loads in flight per thread and the joined CTAs' wait for peers, each into
-// the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels); plain reductions as
-// atomics into the ring's (whose hops are plain). Each must change the kernel's binary, so a
-// knob that stopped reaching the code would be noticed.
+// the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels); the plain path for
+// reductions no write can race into the ring's (its hops into the inputs). Each must change the
+// kernel's binary, so a knob that stopped reaching the code would be noticed.
 TEST(NvrtcCompileWgmma, ReductionKnobsCompileAndChangeTheKernel) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"direct",
        {"-DSYNCOPATE_TRANSFER_PIECE_KB=128", "-DSYNCOPATE_COPY_UNROLL=8",
         "-DSYNCOPATE_JOIN_PEER_WAIT_US=200"}},
-      {"ring", {"-DSYNCOPATE_PLAIN_REDUCE=0"}}};
+      {"ring", {"-DSYNCOPATE_PLAIN_REDUCE=1"}}};
   for (const auto& [algo, knobs] : cases) {
     const plan::Plan rs = ReduceScatterPlan(algo, 4, 1024, 384, 2, plan::DType::kBF16);
     auto k =

@@ -1,7 +1,7 @@
 // CTA-collective chunk movement: copies (16-byte vectors where alignment allows) and reductions
 // (system-scope atomics, because several ranks may reduce into one element concurrently; plain
-// loads and stores where the host proved no other write can race, kDevReducePlain) over a list of
-// 2D copy segments. Element conversions use PTX/bit tricks, not cuda_fp16.h/cuda_bf16.h,
+// loads and stores, on request, where the host proved no other write can race) over a list of 2D
+// copy segments. Element conversions use PTX/bit tricks, not cuda_fp16.h/cuda_bf16.h,
 // so the device headers need no include path.
 // Header-only, compiled by NVRTC and nvcc. Every thread of the CTA must call these.
 #ifndef SYNCOPATE_IMPL_COPY_CUH_
@@ -240,9 +240,9 @@ SYNCOPATE_DEVICE unsigned CombineWord(unsigned a, unsigned b, int dtype, int red
   return out;
 }
 
-// A plain reduction (kDevReducePlain): nothing else writes these bytes meanwhile, so load the
-// destination with the source (CopyRows keeps both in flight), combine and store: a copy's
-// memory traffic plus one read, where an atomic reduction is capped by the GPU's atomic rate.
+// A plain reduction (kDevReducePlain, with SYNCOPATE_PLAIN_REDUCE): nothing else writes these
+// bytes meanwhile, so load the destination with the source (CopyRows keeps both in flight),
+// combine and store.
 struct PlainCombineUnit {
   static constexpr bool kReadsDst = true;
   int dtype;  // kDevF16, kDevBF16 or kDevF32
@@ -332,10 +332,13 @@ SYNCOPATE_DEVICE bool Aligned(const char* src, const char* dst, const CopySegmen
 // which a call would force into local memory. Out of line, the step's dtype and reduce are no
 // longer constants folded into the loops; -DSYNCOPATE_MOVER_INLINE=1 (SYNCOPATE_NVRTC_OPTIONS)
 // inlines it again, to measure what that costs at run time.
-// -DSYNCOPATE_PLAIN_REDUCE=0 (SYNCOPATE_NVRTC_OPTIONS) runs plain reductions as atomics, for
-// A/B runs of one plan.
+// Plain reductions (kDevReducePlain) run as atomics unless -DSYNCOPATE_PLAIN_REDUCE=1
+// (SYNCOPATE_NVRTC_OPTIONS): on an H100 under MPS the ring's hops took 1.36-1.4x longer as plain
+// read-modify-writes than as atomics (bench/RESULTS.md, thirteenth session). A hop's few CTAs
+// wait for both loads before they store, where a vector reduction is posted and the L2 does the
+// rest; the path stays for A/B runs on other machines (a pull into local memory, real GPUs).
 #ifndef SYNCOPATE_PLAIN_REDUCE
-#define SYNCOPATE_PLAIN_REDUCE 1
+#define SYNCOPATE_PLAIN_REDUCE 0
 #endif
 #if defined(SYNCOPATE_MOVER_INLINE) && SYNCOPATE_MOVER_INLINE
 SYNCOPATE_DEVICE

@@ -34,7 +34,8 @@ enum DeviceDType : int {
 enum DeviceReduceOp : int { kDevReduceNone = 0, kDevReduceSum = 1, kDevReduceMax = 2 };
 // Or'ed over a reduce op: no other write can race this reduction (the host proved every other
 // write into its bytes ordered with it; jit/compiler/plain_reductions.h), so it may load, combine
-// and store instead of using atomics.
+// and store instead of using atomics (with -DSYNCOPATE_PLAIN_REDUCE=1; impl/copy.cuh says why
+// not by default).
 enum : int { kDevReducePlain = 8 };
 
 // A signal word to wait for: signals[signal] on rank `signal_rank` must reach the epoch.
