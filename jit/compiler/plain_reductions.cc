@@ -1,6 +1,7 @@
 // See plain_reductions.h.
 #include "jit/compiler/plain_reductions.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -10,32 +11,33 @@
 namespace syncopate::jit {
 namespace {
 
-// Ancestors (transitive deps) of a transfer, computed on first use.
+// Reachability over deps, one search per question: no per-transfer ancestor sets, whose
+// memory grows with transfers squared (a direct plan at world 64 asks about every reduction).
 class DepClosure {
  public:
-  explicit DepClosure(const std::vector<const plan::Transfer*>& by_id) : by_id_(by_id) {}
+  explicit DepClosure(const std::vector<const plan::Transfer*>& by_id)
+      : by_id_(by_id), seen_(by_id.size(), 0) {}
 
   // Whether `earlier` completes before `later` starts through a chain of deps.
-  bool Precedes(int earlier, int later) { return Ancestors(later)[earlier]; }
-
- private:
-  const std::vector<bool>& Ancestors(int id) {
-    auto it = ancestors_.find(id);
-    if (it != ancestors_.end()) return it->second;
-    std::vector<bool> seen(by_id_.size(), false);
-    std::vector<int> stack(by_id_[id]->deps.begin(), by_id_[id]->deps.end());
-    while (!stack.empty()) {
-      const int d = stack.back();
-      stack.pop_back();
-      if (d < 0 || d >= static_cast<int>(seen.size()) || seen[d]) continue;
-      seen[d] = true;
-      stack.insert(stack.end(), by_id_[d]->deps.begin(), by_id_[d]->deps.end());
+  bool Precedes(int earlier, int later) {
+    ++search_;
+    stack_.assign(by_id_[later]->deps.begin(), by_id_[later]->deps.end());
+    while (!stack_.empty()) {
+      const int d = stack_.back();
+      stack_.pop_back();
+      if (d < 0 || d >= static_cast<int>(seen_.size()) || seen_[d] == search_) continue;
+      if (d == earlier) return true;
+      seen_[d] = search_;
+      stack_.insert(stack_.end(), by_id_[d]->deps.begin(), by_id_[d]->deps.end());
     }
-    return ancestors_.emplace(id, std::move(seen)).first->second;
+    return false;
   }
 
+ private:
   const std::vector<const plan::Transfer*>& by_id_;
-  std::map<int, std::vector<bool>> ancestors_;
+  std::vector<uint64_t> seen_;  // == search_: visited in the current search
+  uint64_t search_ = 0;
+  std::vector<int> stack_;
 };
 
 }  // namespace
