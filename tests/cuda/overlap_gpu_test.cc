@@ -107,8 +107,9 @@ std::vector<Param> Matrix() {
   v.push_back({"ag", "allgather.ring", 4, plan::DType::kBF16, Backend::kCopyEngine, 2, 515, 260, 128});
   v.push_back({"ag", "allgather.ring", 3, plan::DType::kF16, Backend::kSm, 3, 515, 260, 128});
   v.push_back({"ag", "allgather.pull", 3, plan::DType::kBF16, Backend::kCopyEngine, 2, 390, 200, 64});
-  // Ring hops reduce without atomics (jit/compiler/plain_reductions.h): every dtype path of the
-  // plain combine (f16, bf16) and worlds where the last hop and the owner's copy meet.
+  // The ring at worlds 2 (its one hop meets the owner's own contribution in "output") and 4, and
+  // in f16 too; with SYNCOPATE_NVRTC_OPTIONS=-DSYNCOPATE_PLAIN_REDUCE=1 its hops into the inputs
+  // take the plain path (jit/compiler/plain_reductions.h).
   v.push_back({"rs", "reducescatter.ring", 3, plan::DType::kBF16, Backend::kSm, 2, 390, 264, 64});
   v.push_back({"rs", "reducescatter.ring", 2, plan::DType::kF16, Backend::kSm, 1, 300, 200, 128});
   v.push_back({"rs", "reducescatter.ring", 4, plan::DType::kBF16, Backend::kSm, 4, 520, 264, 96});
