@@ -192,11 +192,14 @@ absl::Status CheckReduceOp(const TemplateParams& params) {
 }  // namespace internal
 
 std::vector<std::string> TemplateNames() {
-  return {"allgather.push",       "allgather.pull",          "allgather.ring",
-          "allgather.biring",     "allgather.two_level",     "reducescatter.ring",
-          "reducescatter.direct", "reducescatter.two_level", "allreduce.rs_ag",
-          "allreduce.direct",     "allreduce.split",         "allreduce.two_level",
-          "alltoall.uniform",     "alltoall.variable"};
+  return {"allgather.push",          "allgather.pull",
+          "allgather.ring",          "allgather.biring",
+          "allgather.two_level",     "reducescatter.ring",
+          "reducescatter.direct",    "reducescatter.direct_inplace",
+          "reducescatter.two_level", "allreduce.rs_ag",
+          "allreduce.direct",        "allreduce.split",
+          "allreduce.two_level",     "alltoall.uniform",
+          "alltoall.variable"};
 }
 
 absl::StatusOr<Plan> BuildTemplate(std::string_view name, const TemplateParams& params) {

@@ -30,7 +30,8 @@
 // - channels: 0 = clockwise ring / intra-node / default; allgather.biring: 1 = counter-clockwise
 //   (even global chunks go clockwise, odd ones counter-clockwise); two-level: 1 = inter-node (only
 //   transfers between nodes, where node = rank / ranks_per_node); reducescatter.direct: round d
-//   on channel d - 1 (the own LOCAL_COPY on channel 0); AllReduce: RS phase on channels [0, c),
+//   on channel d - 1 (the own LOCAL_COPY on channel 0; direct_inplace: the owners' copies to
+//   "output" on channel W - 1); AllReduce: RS phase on channels [0, c),
 //   AG phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1).
 // - after_compute: set exactly on transfers whose source is the executing rank's own data as its
 //   computation wrote it, untouched by any incoming transfer. ReduceScatter/AllReduce (always):
@@ -54,10 +55,13 @@
 //     j starts at j+1 and accumulates (reduce op) into each next rank's "input" shard j, the last
 //     hop reduces into rank j's "output"; rank j adds its own shard with a reducing LOCAL_COPY.
 //     direct: round d, rank q reduces its shard q+d into that rank's "output"; own part by a
-//     reducing LOCAL_COPY. two_level: level 0 rank (n,l) reduces its contribution to each shard
-//     of local index l' != l into rank (n,l')'s "input"; level 1 (channel 1) (n,l') reduces node
-//     n's partial into the owner's "output", and the owner reduces its own node partial with a
-//     LOCAL_COPY. A reduction into an element with no valid data initializes it.
+//     reducing LOCAL_COPY. direct_inplace: the same rounds into the owner's "input" shard (its
+//     own contribution is already there), then the owner copies each reduced chunk to "output"
+//     (channel W-1, after the W-1 reductions into the chunk). two_level: level 0 rank (n,l) reduces
+//     its contribution to each shard of local index l' != l into rank (n,l')'s "input"; level 1
+//     (channel 1) (n,l') reduces node n's partial into the owner's "output", and the owner reduces
+//     its own node partial with a LOCAL_COPY. A reduction into an element with no valid data
+//     initializes it.
 //   AllReduce: in place on "data"; rs_ag = ring RS (final hop into the owner's "data") + ring AG
 //     of each chunk gated on its RS completion; split = sub_collectives slabs along axis
 //     (near-equal, same rule), each an rs_ag whose steps are offset by i * (W - 1), so slab
@@ -103,8 +107,8 @@ struct TemplateParams {
 
 // Template names: allgather.push, allgather.pull, allgather.ring, allgather.biring,
 // allgather.two_level, reducescatter.ring, reducescatter.direct, reducescatter.two_level,
-// allreduce.rs_ag, allreduce.direct, allreduce.split, allreduce.two_level, alltoall.uniform,
-// alltoall.variable.
+// reducescatter.direct_inplace, allreduce.rs_ag, allreduce.direct, allreduce.split,
+// allreduce.two_level, alltoall.uniform, alltoall.variable.
 std::vector<std::string> TemplateNames();
 
 // Builds the plan named `name`. Impossible parameters (world size out of 1..64, axis out of range,

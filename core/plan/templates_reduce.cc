@@ -1,5 +1,6 @@
-// ReduceScatter templates (ring, direct, two_level) and AllReduce templates (rs_ag, direct, split,
-// two_level), which compose a ReduceScatter phase in place with an AllGather phase gated on it.
+// ReduceScatter templates (ring, direct, direct_inplace, two_level) and AllReduce templates (rs_ag,
+// direct, split, two_level), which compose a ReduceScatter phase in place with an AllGather phase
+// gated on it.
 //
 // after_compute rule for both families: a transfer gets after_compute exactly when its source is
 // the executing rank's own contribution as its computation wrote it (nothing has been reduced into
@@ -125,6 +126,32 @@ absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayo
     }
   }
   return done;
+}
+
+// reducescatter.direct_inplace: the direct rounds reduce into the owner's "input" shard (in
+// place, as allreduce.direct's ReduceScatter: the owner's own contribution is what its
+// computation wrote there, so no transfer adds it), then the owner copies each reduced chunk to
+// "output" on channel W - 1, once the W-1 reductions into it landed. Against "direct": W-1
+// atomic reductions per element instead of W (the own contribution's is gone), no identity fill
+// of "output", and a local copy at the end of each chunk.
+absl::Status AddReduceScatterDirectInPlace(PlanBuilder& b, const ShardLayout& l,
+                                           const ScatterPhase& p) {
+  const int w = l.world();
+  ScatterPhase in_place = p;
+  in_place.in_place = true;
+  ASSIGN_OR_RETURN(const ChunkDeps done, AddReduceScatterDirect(b, l, in_place));
+  for (int k = 0; k < l.chunks(); ++k) {
+    for (int j = 0; j < w; ++j) {
+      Transfer copy =
+          MakeTransfer(TransferKind::kLocalCopy, j, j, p.channel_base + w - 1, p.input,
+                       l.ChunkRegion(j, k), p.output, l.ChunkInShard(p.output_shape, j, k),
+                       l.GlobalChunk(j, k), p.step_base + k * (w - 1) + std::max(0, w - 2));
+      copy.deps = done[j][k];
+      copy.after_compute = copy.deps.empty();  // world 1: the contribution as computed
+      b.Add(std::move(copy));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
@@ -270,8 +297,12 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
   // "output" is as large as the largest shard; rank j's result is its leading Shard(j) rows.
   Shape out_shape = params.shape;
   out_shape[params.axis] = layout.MaxShardExtent();
-  // Channels: two-level one per level, direct one per round, ring one.
-  const int channels = algo == "two_level" ? 2 : algo == "direct" ? std::max(1, w - 1) : 1;
+  // Channels: two-level one per level, direct one per round (direct_inplace one more for the
+  // owners' copies), ring one.
+  const int channels = algo == "two_level"        ? 2
+                       : algo == "direct"         ? std::max(1, w - 1)
+                       : algo == "direct_inplace" ? w
+                                                  : 1;
   PlanBuilder b(absl::StrCat("reducescatter.", std::string(algo)), CollectiveKind::kReduceScatter,
                 w, channels);
   b.AddBuffer(MakeBuffer("input", params.dtype, params.shape));
@@ -295,7 +326,11 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
                      .channel_base = 0,
                      .step_base = 0,
                      .ranks_per_node = params.ranks_per_node};
-  RETURN_IF_ERROR(AddScatterPhase(algo, b, layout, phase).status());
+  if (algo == "direct_inplace") {
+    RETURN_IF_ERROR(AddReduceScatterDirectInPlace(b, layout, phase));
+  } else {
+    RETURN_IF_ERROR(AddScatterPhase(algo, b, layout, phase).status());
+  }
   return std::move(b).Finish();
 }
 

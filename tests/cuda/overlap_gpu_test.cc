@@ -113,6 +113,11 @@ std::vector<Param> Matrix() {
   v.push_back({"rs", "reducescatter.ring", 3, plan::DType::kBF16, Backend::kSm, 2, 390, 264, 64});
   v.push_back({"rs", "reducescatter.ring", 2, plan::DType::kF16, Backend::kSm, 1, 300, 200, 128});
   v.push_back({"rs", "reducescatter.ring", 4, plan::DType::kBF16, Backend::kSm, 4, 520, 264, 96});
+  // Reductions into the owners' inputs (landing guards), then copies to "output".
+  v.push_back(
+      {"rs", "reducescatter.direct_inplace", 2, plan::DType::kF16, Backend::kSm, 2, 300, 200, 128});
+  v.push_back(
+      {"rs", "reducescatter.direct_inplace", 4, plan::DType::kBF16, Backend::kSm, 1, 520, 264, 96});
   return v;
 }
 

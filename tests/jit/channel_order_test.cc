@@ -31,11 +31,15 @@ TEST(ChannelOrderTest, TemplateStepsNeverWaitForTheirChannel) {
     int world;
     std::string consumed, produced;
   };
-  const std::vector<Case> cases = {
-      {"allgather.push", 4, "data", ""},      {"allgather.ring", 3, "data", ""},
-      {"allgather.biring", 4, "data", ""},    {"reducescatter.direct", 4, "", "input"},
-      {"reducescatter.ring", 3, "", "input"}, {"allreduce.rs_ag", 4, "", "data"},
-      {"allreduce.direct", 4, "", "data"},    {"allreduce.split", 3, "", "data"}};
+  const std::vector<Case> cases = {{"allgather.push", 4, "data", ""},
+                                   {"allgather.ring", 3, "data", ""},
+                                   {"allgather.biring", 4, "data", ""},
+                                   {"reducescatter.direct", 4, "", "input"},
+                                   {"reducescatter.ring", 3, "", "input"},
+                                   {"allreduce.rs_ag", 4, "", "data"},
+                                   {"allreduce.direct", 4, "", "data"},
+                                   {"allreduce.split", 3, "", "data"},
+                                   {"reducescatter.direct_inplace", 4, "", "input"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     // Chunks of 256 KB or more: above jit::kMaxDirectMoveBytes, so they stay in the program.
