@@ -142,12 +142,15 @@ TEST_P(NvrtcCompileTest, FusedAndLocalRmsNorm) {
 }
 
 TEST_P(NvrtcCompileTest, FusedReduceScatterDirectF32Reductions) {
-  // f32 reduce transfers exercise the atomic reduction paths of the comm CTAs.
-  const plan::Plan plan = ReduceScatterPlan("direct", 3, 48, 32, 2, plan::DType::kF32);
-  const KernelSpec spec = testing::TinyCopySpec(48, 32, 16, "", "input");
-  auto k = GenerateFusedKernel(plan, spec, testing::kTinyKernel, {"tiny_copy.cuh"});
-  ASSERT_TRUE(k.ok()) << k.status();
-  ExpectCompiles(*k, GetParam());
+  // f32 reduce transfers exercise the atomic reduction paths of the comm CTAs; direct_inplace's
+  // land behind landing guards and end in local copies.
+  for (const char* algo : {"direct", "direct_inplace"}) {
+    const plan::Plan plan = ReduceScatterPlan(algo, 3, 48, 32, 2, plan::DType::kF32);
+    const KernelSpec spec = testing::TinyCopySpec(48, 32, 16, "", "input");
+    auto k = GenerateFusedKernel(plan, spec, testing::kTinyKernel, {"tiny_copy.cuh"});
+    ASSERT_TRUE(k.ok()) << algo << ": " << k.status();
+    ExpectCompiles(*k, GetParam());
+  }
 }
 
 // The Hopper GEMM (gemm_wgmma.cuh): wgmma needs the arch-specific target sm_90a. Fused (both
