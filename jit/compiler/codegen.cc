@@ -95,6 +95,10 @@ int DeviceDTypeCode(plan::DType d) {
   return 0;
 }
 
+// Or'ed over ReduceCode for a reduction no other write can race (impl/types.cuh's
+// kDevReducePlain).
+constexpr int kReducePlainBit = 8;
+
 int ReduceCode(plan::ReduceOp op) {
   switch (op) {
     case plan::ReduceOp::kNone: return 0;
@@ -336,8 +340,7 @@ absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
     return absl::InternalError(absl::StrCat("transfer ", id, ": buffer without operand slot"));
   }
   const auto [seg_begin, seg_end] = tables.seg_range[id];
-  // A plain reduction carries kDevReducePlain (8) over the op (impl/types.cuh).
-  const int reduce = ReduceCode(t.reduce) | (t.plain_reduce ? 8 : 0);
+  const int reduce = ReduceCode(t.reduce) | (t.plain_reduce ? kReducePlainBit : 0);
   const int dtype = DeviceDTypeCode(t.dtype);
   return std::vector<int64_t>{id,        src_slot, dst_slot,    t.src_rank, t.dst_rank,
                               t.signal,  reduce,   dtype,       seg_begin,  seg_end,

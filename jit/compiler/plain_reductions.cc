@@ -47,18 +47,22 @@ std::vector<bool> PlainReductions(const std::vector<const plan::Transfer*>& by_i
   const int n = static_cast<int>(by_id.size());
   std::vector<ByteExtent> dst;
   dst.reserve(n);
-  // Writers grouped by destination (rank, buffer): only those can overlap.
+  // Writers grouped by destination (rank, buffer): only those can overlap. Each transfer keeps
+  // its group (map nodes are stable), so the loop below looks nothing up.
   std::map<std::pair<int, std::string>, std::vector<int>> writers;
+  std::vector<const std::vector<int>*> group(n);
   for (int id = 0; id < n; ++id) {
     dst.push_back(SideExtent(lw, id, /*source=*/false));
-    writers[{dst[id].rank, *dst[id].buffer}].push_back(id);
+    std::vector<int>& g = writers[{dst[id].rank, *dst[id].buffer}];
+    g.push_back(id);
+    group[id] = &g;
   }
   DepClosure closure(by_id);
   std::vector<bool> plain(n, false);
   for (int id = 0; id < n; ++id) {
     if (by_id[id]->reduce == plan::ReduceOp::kNone || lw.transfers[id].inter_node) continue;
     bool alone = true;
-    for (int other : writers[{dst[id].rank, *dst[id].buffer}]) {
+    for (int other : *group[id]) {
       if (other == id || !Overlap(dst[id], dst[other])) continue;
       if (!closure.Precedes(other, id) && !closure.Precedes(id, other)) {
         alone = false;
