@@ -8,56 +8,16 @@ set -euo pipefail
 syncopated=$1
 python=$2
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
-daemon_pid=""
-cleanup() {
-  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+kernels=$here/../kernels  # scale_rows.cuh and .spec: Y = 2 X over the gathered "data"
+source "$here/../../tests/testing/daemon.sh"  # $dir, start_daemon, cleanup at exit
 
-"$syncopated" --unix_socket="$dir/d.sock" --listen=127.0.0.1:0 --port_file="$dir/port" \
-  --token=example-token --node_name=example --cache_dir="$dir/cache" 2>"$dir/daemon.log" &
-daemon_pid=$!
-for _ in $(seq 1 300); do [[ -s $dir/port ]] && break; sleep 0.1; done
-[[ -s $dir/port ]] || { echo "daemon did not start"; cat "$dir/daemon.log"; exit 1; }
-
-cat >"$dir/kernel.cu" <<'CU'
-#include <cuda_bf16.h>
-#include <syncopate/device.cuh>
-
-namespace test_kernels {
-// Y = 2 X, one tile = 16 rows.
-template <class Schedule>
-__device__ void scale_rows(Schedule& s, const __nv_bfloat16* X, __nv_bfloat16* Y, int cols) {
-  for (int i = s.first(); i < s.num_tiles(); i += s.stride()) {
-    const syncopate::Tile t = s.tile(i);
-    if (!s.wait(t)) return;
-    for (int c = threadIdx.x; c < 16 * cols; c += blockDim.x) {
-      const long long at = static_cast<long long>(t.m) * 16 * cols + c;
-      Y[at] = __float2bfloat16_rn(2.f * __bfloat162float(X[at]));
-    }
-    s.done(t);
-  }
-}
-}  // namespace test_kernels
-CU
-cat >"$dir/kernel.spec" <<'SPEC'
-name = scale
-entry = test_kernels::scale_rows
-problem_m = 64
-problem_n = 1
-tile_m = 16
-tile_n = 1
-block_threads = 128
-operand = X bf16 consumed data 64x32 16*m:16 *
-operand = Y bf16 local - 64x32 16*m:16 *
-scalar = cols i32 32
-SPEC
+start_daemon "$syncopated" "$dir/port" --unix_socket="$dir/d.sock" --listen=127.0.0.1:0 \
+  --port_file="$dir/port" --token=example-token --node_name=example --cache_dir="$dir/cache"
 
 for rank in 0 1; do
   "$python" "$here/trainer.py" --socket "$dir/d.sock" --job py-example --world 2 --rank $rank \
-    --template allgather.ring --shape 64,32 --source "$dir/kernel.cu" --spec "$dir/kernel.spec" \
+    --template allgather.ring --shape 64,32 --source "$kernels/scale_rows.cuh" \
+    --spec "$kernels/scale_rows.spec" \
     --timeout 30 >"$dir/rank$rank.json" &
 done
 wait %2 %3 || { cat "$dir"/rank*.json "$dir/daemon.log"; exit 1; }

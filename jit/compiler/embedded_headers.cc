@@ -10,7 +10,7 @@ namespace syncopate::jit {
 namespace {
 
 struct EmbeddedFile {
-  const char* group;  // "device" or "example"
+  const char* group;  // "device", "example" (a kernel) or "spec" (an example's kernel spec)
   const char* name;
   const char* content;  // NUL-terminated; the files hold no NUL bytes
 };
@@ -38,6 +38,13 @@ absl::StatusOr<std::string_view> ExampleKernelSource(std::string_view name) {
   }
   return absl::NotFoundError(absl::StrCat("no example kernel \"", std::string(name), "\" (have ",
                                           absl::StrJoin(ExampleKernelNames(), ", "), ")"));
+}
+
+absl::StatusOr<std::string_view> ExampleKernelSpec(std::string_view name) {
+  for (const EmbeddedFile& f : kEmbeddedFiles) {
+    if (std::string_view(f.group) == "spec" && name == f.name) return std::string_view(f.content);
+  }
+  return absl::NotFoundError(absl::StrCat("no example kernel spec \"", std::string(name), "\""));
 }
 
 std::vector<std::string> ExampleKernelNames() {

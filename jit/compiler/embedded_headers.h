@@ -21,4 +21,7 @@ const std::map<std::string, std::string>& DeviceHeaders();
 absl::StatusOr<std::string_view> ExampleKernelSource(std::string_view name);
 std::vector<std::string> ExampleKernelNames();
 
+// examples/kernels/*.spec by file name ("scale_rows.spec", "gemm_allgather.spec").
+absl::StatusOr<std::string_view> ExampleKernelSpec(std::string_view name);
+
 }  // namespace syncopate::jit

@@ -7,22 +7,13 @@
 set -euo pipefail
 syncopate=$1
 syncopated=$2
-dir=$(mktemp -d)
-daemon_pid=""
-cleanup() {
-  [[ -n $daemon_pid ]] && kill -KILL "$daemon_pid" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../testing/daemon.sh"  # $dir, start_daemon, cleanup at exit
 expect() {  # expect <file> <fixed string>
   grep -qF -- "$2" "$1" || { echo "missing: $2"; cat "$1"; exit 1; }
 }
 
-"$syncopated" --unix_socket="$dir/d.sock" --listen= --node_name=cli-test \
-  --cache_dir="$dir/daemon-cache" 2>"$dir/daemon.log" &
-daemon_pid=$!
-for _ in $(seq 1 300); do [[ -S $dir/d.sock ]] && break; sleep 0.1; done
-[[ -S $dir/d.sock ]] || { echo "daemon did not start"; cat "$dir/daemon.log"; exit 1; }
+start_daemon "$syncopated" "$dir/d.sock" --unix_socket="$dir/d.sock" --listen= \
+  --node_name=cli-test --cache_dir="$dir/daemon-cache"
 
 common=(--workload ag_gemm --m 256 --n 128 --k 64 --world 2)
 "$syncopate" compile "${common[@]}" --daemon "$dir/d.sock" --cache-dir "$dir/cli-cache" \

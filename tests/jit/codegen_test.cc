@@ -45,7 +45,7 @@ TEST(CodegenGoldenTest, AllGatherPushTinyCopy) {
   auto k = GenerateFusedKernel(plan, testing::TinyCopySpec(8, 4, 3, "data", ""), testing::kTinyKernel,
                                {"tiny_copy.cuh"});
   ASSERT_TRUE(k.ok()) << k.status();
-  CheckGolden("allgather_push_tiny_copy.cu", k->source);
+  CheckGolden("allgather_push_tiny_copy.cu.golden", k->source);
 }
 
 TEST(CodegenGoldenTest, ReduceScatterRingTinyCopy) {
@@ -53,14 +53,14 @@ TEST(CodegenGoldenTest, ReduceScatterRingTinyCopy) {
   auto k = GenerateFusedKernel(plan, testing::TinyCopySpec(12, 4, 4, "", "input"),
                                testing::kTinyKernel, {"tiny_copy.cuh"});
   ASSERT_TRUE(k.ok()) << k.status();
-  CheckGolden("reducescatter_ring_tiny_copy.cu", k->source);
+  CheckGolden("reducescatter_ring_tiny_copy.cu.golden", k->source);
 }
 
 TEST(CodegenGoldenTest, LocalTinyCopy) {
   auto k = GenerateLocalKernel(testing::TinyCopySpec(8, 4, 3, "", ""), testing::kTinyKernel,
                                {"tiny_copy.cuh"});
   ASSERT_TRUE(k.ok()) << k.status();
-  CheckGolden("local_tiny_copy.cu", k->source);
+  CheckGolden("local_tiny_copy.cu.golden", k->source);
 }
 
 TEST(CodegenTest, Deterministic) {
