@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
 
 namespace syncopate::server {
 namespace {
@@ -28,6 +29,12 @@ GroupRegistry::GroupRegistry(Options options)
 }
 
 GroupRegistry::~GroupRegistry() { Shutdown("the group registry is being destroyed"); }
+
+void GroupRegistry::LogRejected(std::string_view event, const std::string& group_id, int rank,
+                                const absl::Status& why) {
+  spdlog::info("event={} group={} rank={} code={} msg=\"{}\"", event, group_id, rank,
+               absl::StatusCodeToString(why.code()), std::string(why.message()));
+}
 
 std::string GroupRegistry::Describe(const MemberInfo& member) {
   std::string text = absl::StrCat("rank ", member.rank);

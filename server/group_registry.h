@@ -52,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -222,6 +223,9 @@ class GroupRegistry {
                                         Location location, absl::Time deadline, AgreeWaiter waiter)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string Describe(const MemberInfo& member);
+  // Logs a round call refused before it joined a round (`event`: agree_rejected, ...).
+  static void LogRejected(std::string_view event, const std::string& group_id, int rank,
+                          const absl::Status& why);
 
   // group_registry_agree.cc
   // Counts a decided round and, when it was newly decided, caches it in its group's `decided`.

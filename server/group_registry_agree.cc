@@ -110,8 +110,7 @@ GroupRegistry::WaiterId GroupRegistry::Agree(const std::string& group_id, int ra
     }
   }
   if (!reject.ok()) {
-    spdlog::info("event=agree_rejected group={} rank={} code={} msg=\"{}\"", group_id, rank,
-                 absl::StatusCodeToString(reject.code()), std::string(reject.message()));
+    LogRejected("agree_rejected", group_id, rank, reject);
     done(reject);
     return 0;
   }

@@ -42,8 +42,7 @@ GroupRegistry::WaiterId GroupRegistry::Exchange(const std::string& group_id, int
     }
   }
   if (!reject.ok()) {
-    spdlog::info("event=exchange_rejected group={} rank={} code={} msg=\"{}\"", group_id, rank,
-                 absl::StatusCodeToString(reject.code()), std::string(reject.message()));
+    LogRejected("exchange_rejected", group_id, rank, reject);
     done(reject);
     return 0;
   }

@@ -35,6 +35,14 @@ uint64_t FreshSeed() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
+// Every rank's run returned OK; a failure names the case (`what`, when given) and the rank.
+void ExpectEveryRankOk(const std::vector<absl::Status>& results, std::string_view what = "") {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << what << (what.empty() ? "" : ", ") << "rank " << r << ": "
+                                 << results[r];
+  }
+}
+
 struct Param {
   std::string workload;  // "ag" or "rs"
   std::string plan_template;
@@ -83,9 +91,7 @@ TEST_P(FusedWorkloadTest, MatchesReference) {
   WorkloadConfig c;
   c.launches = 3;  // fresh inputs each launch, epochs 1..3
   auto results = RunWorkload(GetParam(), c);
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
-  }
+  ExpectEveryRankOk(results);
 }
 
 // Shapes are not multiples of the 128 x 128 tiles; K = 200 takes the kernel's scalar load path.
@@ -136,9 +142,7 @@ TEST(FusedCopyEngineTest, MegabyteChunksUnderAGridThatFillsTheGpu) {
     auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16,
                                 Backend::kCopyEngine, chunks, 4096, 2048, 2048},
                                c);
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << chunks << " chunks, rank " << r << ": " << results[r];
-    }
+    ExpectEveryRankOk(results, absl::StrCat(chunks, " chunks"));
   }
 }
 
@@ -167,9 +171,7 @@ TEST_P(WgmmaWorkloadTest, MatchesReference) {
   bool skip = false;
   auto results = RunWgmmaWorkload(GetParam(), c, &skip);
   if (skip) GTEST_SKIP() << results[0];
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
-  }
+  ExpectEveryRankOk(results);
 }
 
 std::vector<WgmmaParam> WgmmaMatrix() {
@@ -219,10 +221,7 @@ TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
     bool skip = false;
     auto results = RunWgmmaWorkload(p, c, &skip);
     if (skip) GTEST_SKIP() << results[0];
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << p.workload << " world " << p.world << " rank " << r << ": "
-                                   << results[r];
-    }
+    ExpectEveryRankOk(results, absl::StrCat(p.workload, " world ", p.world));
   }
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
@@ -269,10 +268,7 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
     } else {
       results = RunWorkload(k.p, c);
     }
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << (k.wgmma ? "wgmma" : "mma") << " world " << k.p.world
-                                   << " rank " << r << ": " << results[r];
-    }
+    ExpectEveryRankOk(results, absl::StrCat((k.wgmma ? "wgmma" : "mma"), " world ", k.p.world));
   }
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
@@ -300,9 +296,7 @@ TEST(FusedCopyEngineTest, FourRanksOnOneGpuLeaveTheDriversCopiesRoom) {
   bool skip = false;
   auto results = RunWgmmaWorkload(p, c, &skip);
   if (skip) GTEST_SKIP() << results[0];
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
-  }
+  ExpectEveryRankOk(results);
 }
 
 TEST(FusedLoopTest, ThousandsOfLaunches) {
@@ -312,9 +306,7 @@ TEST(FusedLoopTest, ThousandsOfLaunches) {
     c.launches = 2000;
     c.check_every = 250;
     auto results = RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 256, 128, 64}, c);
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
-    }
+    ExpectEveryRankOk(results, cuda::BackendName(b));
   }
 }
 
@@ -356,9 +348,7 @@ TEST(FusedEpochTest, WordsLeftHalfTheEpochRangeBehindAreNotReadAsReached) {
     c.epoch_jump = (1u << 31) + 12345;
     auto results =
         RunWorkload({"ag", "allgather.push", 2, plan::DType::kBF16, b, 2, 264, 136, 64}, c);
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
-    }
+    ExpectEveryRankOk(results, cuda::BackendName(b));
   }
 }
 
@@ -370,9 +360,7 @@ TEST(FusedGraphTest, ReplaysAdvanceTheEpoch) {
     c.launches = 200;
     c.check_every = 25;
     auto results = RunWorkload({"ag", "allgather.push", 3, plan::DType::kBF16, b, 2, 300, 136, 64}, c);
-    for (size_t r = 0; r < results.size(); ++r) {
-      EXPECT_TRUE(results[r].ok()) << cuda::BackendName(b) << " rank " << r << ": " << results[r];
-    }
+    ExpectEveryRankOk(results, cuda::BackendName(b));
   }
   WorkloadConfig rs;
   rs.graph = true;
