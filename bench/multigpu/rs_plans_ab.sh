@@ -10,7 +10,8 @@
 #   - torch_mps_baseline.py's RS rows on the same shapes where torch is installed;
 #   - the reductions' fused workload tests (cuda_gpu_test '*FusedWorkload*rs_*') under MPS and
 #     time-sliced, connections 8.
-# Rows for bench/results/concurrent_tp.csv in $OUT/concurrent_rows.csv. About 3 minutes with the
+# Rows for bench/results/concurrent_tp.csv in $OUT/concurrent_rows.csv (each row's note names its
+# plan), the logs and raw CSVs in $OUT/logs.tgz. About 3 minutes with the
 # kernels in .device/cache (gpu-run.sh WARM_ARGS="--gpus 1 --ranks-per-gpu 4 --tp 4 --workloads
 # rs --rs-plan <plan> --models llama3.1-8b --tokens 2048 --chunks 1,2 --backends sm", per plan).
 set -u
@@ -30,25 +31,31 @@ for shape in "4 25 2048" "2 50 8192"; do
     MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 "$bin/syncopate_tp_bench" --gpus 1 \
       --ranks-per-gpu "$ranks" --tp "$ranks" --workloads rs --rs-plan "$plan" \
       --models llama3.1-8b --tokens "$tokens" --chunks 1,2 --backends sm --reps 20 --warmup 3 \
-      --timeout-ms 10000 --csv "$out/tp_${ranks}.csv" --cache-dir "$out/cache" > "$log" 2>&1 || rc=1
+      --timeout-ms 10000 --csv "${log%.log}.csv" --cache-dir "$out/cache" > "$log" 2>&1 || rc=1
     echo "== $plan, $ranks ranks at $pct%, M=$tokens: $((SECONDS - s)) s"; rows "$log"
+    python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
+      --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8; plan $plan" \
+      "${log%.log}.csv" >> "$out/concurrent_rows.csv" || rc=1
   done
   if [[ -f $bin/torch_mps_baseline.py ]] && python3 -c 'import torch' 2>/dev/null; then
     MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 python3 "$bin/torch_mps_baseline.py" \
       --world "$ranks" --m "$tokens" --n 14336 --k 4096 --workloads rs \
       --out "$out/torch_${ranks}.csv" > "$out/torch_${ranks}.log" 2>&1 || rc=1
     grep -E '^rs (gemm|serial|comm|fused)' "$out/torch_${ranks}.log"
+    # The torch rows only (a bench CSV of the shape names their model).
+    bench_csvs=("$out/rs_${ranks}_"*.csv)
+    python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
+      --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8" \
+      "${bench_csvs[0]}" "$out/torch_${ranks}.csv" | grep ',torch-' >> "$out/concurrent_rows.csv" || rc=1
   fi
-  torch_csv=""; [[ -f $out/torch_${ranks}.csv ]] && torch_csv=$out/torch_${ranks}.csv
-  # shellcheck disable=SC2086  # no torch CSV: one argument fewer
-  python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
-    --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8; --rs-plan per row" \
-    "$out/tp_${ranks}.csv" $torch_csv >> "$out/concurrent_rows.csv" || rc=1
 done
 rm -rf "$out/cache"
+mkdir -p "$out/logs"  # few files come back from a device call: the logs go in one archive
 for mode in mps:8 ts:8; do
   STEP_TIMEOUT=150 in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter='*FusedWorkload*rs_*' \
     > "$out/rs_tests_${mode/:/_}.log" 2>&1 || rc=1
   echo "== rs workload tests $mode:"; grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$out/rs_tests_${mode/:/_}.log"
 done
+mv "$out"/*.log "$out"/rs_*.csv "$out"/torch_*.csv "$out/logs/" 2>/dev/null
+tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
 exit $rc
