@@ -23,8 +23,8 @@
 // e), not merely was claimed: channel order is part of the plan's semantics (plan.h), and an
 // imported plan may rely on it for data (msccl_import.cc drops same-channel deps). A joined CTA
 // leaves when every piece of every step of the rank is claimed, when what is left waits for a
-// peer (it does not wait for another rank beyond kJoinPeerWaitNs, 0 by default: NextJoinableStep
-// says why), or when the launch aborts.
+// peer (it does not wait for another rank beyond kJoinPeerWaitNs, 200 us by default:
+// NextJoinableStep says why), or when the launch aborts.
 // Only CTAs that took their tiles from the launch's tile counter join: once claim() ran out,
 // every tile belongs to a CTA that is running, so the steps a joined CTA waits for never need
 // a slot it holds. A CTA of a static deal may wait for a share not yet resident (under MPS a
@@ -57,17 +57,18 @@ constexpr long long kMinTransferPieces = 4;
 constexpr long long kMaxTransferPieces = 1024;
 
 // How long a joined compute CTA keeps polling when every step left waits for a peer, before it
-// leaves them to the comm CTAs: 0 (the default) leaves at once. -DSYNCOPATE_JOIN_PEER_WAIT_US=N
-// (SYNCOPATE_NVRTC_OPTIONS) sets N microseconds, for A/B runs: in an AllReduce nearly every step
-// waits for a peer (landing guards, the gather of reductions), so at once the 2 comm CTAs move
-// the last chunk alone (bench/RESULTS.md, twelfth session: fused AR 2.1x its local GEMM at
-// 2 ranks). The wait stays bounded because a joined CTA may hold a slot a peer's CTAs need when
-// ranks share a GPU (NextJoinableStep says why); not yet run on a GPU.
-// The bound holds per step taken: after each step it moves, a joined CTA may wait that long
-// again. Keep N well below the launch's wait deadline: a joined CTA's wait that reaches the
+// leaves them to the comm CTAs. -DSYNCOPATE_JOIN_PEER_WAIT_US=N (SYNCOPATE_NVRTC_OPTIONS) sets N
+// microseconds for A/B runs (0: leave at once). In an AllReduce nearly every step waits for a
+// peer (landing guards, the gather of reductions); leaving at once let the 2 comm CTAs move the
+// last chunk alone. Measured (bench/RESULTS.md, fourteenth session; H200, ranks as MPS clients,
+// the same call): fused AllReduce at 2 ranks, M=8192, 2.386 ms at 0, 1.502 at 200 us, 1.579 at
+// 1,000; at 4 ranks, M=2048, 0.844 at 0 against 0.710 at 200. The wait stays bounded because a
+// joined CTA may hold a slot a peer's CTAs need when ranks share a GPU (NextJoinableStep says
+// why). The bound holds per step taken: after each step it moves, a joined CTA may wait that
+// long again. Keep N well below the launch's wait deadline: a joined CTA's wait that reaches the
 // deadline records a timeout and aborts the launch like any other wait.
 #ifndef SYNCOPATE_JOIN_PEER_WAIT_US
-#define SYNCOPATE_JOIN_PEER_WAIT_US 0
+#define SYNCOPATE_JOIN_PEER_WAIT_US 200
 #endif
 static_assert(SYNCOPATE_JOIN_PEER_WAIT_US >= 0, "SYNCOPATE_JOIN_PEER_WAIT_US must not be negative");
 constexpr unsigned long long kJoinPeerWaitNs =
@@ -229,9 +230,9 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
 // complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
-// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (0 by default), and leaves
-// instead: with ranks sharing one GPU, a peer's CTAs may need the very slots the joined CTAs of
-// every rank hold (seen: 4 ranks at 50% of the SMs each deadlocked on a guard until the
+// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default), and
+// leaves instead: with ranks sharing one GPU, a peer's CTAs may need the very slots the joined CTAs
+// of every rank hold (seen: 4 ranks at 50% of the SMs each deadlocked on a guard until the
 // deadline), and the comm CTAs move such steps anyway.
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
@@ -262,7 +263,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
       }
       const TransferOp& op = Tables::prog_ops()[s];
       // An unmet dependency is another rank's signal (or one a peer's progress may hold up):
-      // waited for here at most kJoinPeerWaitNs (0 by default), then left to the comm CTAs. The
+      // waited for here at most kJoinPeerWaitNs, then left to the comm CTAs. The
       // wait reported is a local one where there is one, else the first peer's.
       WaitEntry unmet{0, 0, -1, -1};
       unsigned unmet_seen = 0;
