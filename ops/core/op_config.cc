@@ -19,10 +19,11 @@ constexpr int64_t kMinDefaultBucketRowsPerRank = 256;
 constexpr int64_t kBucketRowQuantumPerRank = 64;
 // Rows per rank from which an AllGather+GEMM runs fused by default (the heuristic below).
 constexpr int64_t kFusedMinRowsPerRank = 1024;
-// A GEMM+ReduceScatter runs fused by default at two ranks from this many rows per rank, with
-// kFusedReduceScatterChunks chunks per shard unless the config sets them (the heuristic below).
-constexpr int64_t kFusedReduceScatterMinRowsPerRank = 4096;
-constexpr int kFusedReduceScatterChunks = 2;
+// A GEMM+ReduceScatter or GEMM+AllReduce runs fused by default at two ranks from this many rows
+// per rank, with kFusedReductionChunks chunks per shard unless the config sets them (the
+// heuristic below).
+constexpr int64_t kFusedReductionMinRowsPerRank = 4096;
+constexpr int kFusedReductionChunks = 2;
 
 Status Invalid(std::string message) {
   return Status(StatusCode::kInvalidArgument, std::move(message));
@@ -96,12 +97,13 @@ std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
       why = "unfused: the config asks for it";
       break;
     case PathPreference::kAuto:
-      if (op.kind == OpKind::kMatmulReduceScatter && world == 2 &&
-          rows_per_rank >= kFusedReduceScatterMinRowsPerRank) {
+      if (HasReductions(op.kind) && world == 2 && rows_per_rank >= kFusedReductionMinRowsPerRank) {
         choice.fused = true;
-        if (op.chunks <= 0) choice.chunks = kFusedReduceScatterChunks;
-        why = "fused: a ReduceScatter at 2 ranks with " + std::to_string(rows_per_rank) +
-              " rows per rank >= " + std::to_string(kFusedReduceScatterMinRowsPerRank) +
+        if (op.chunks <= 0) choice.chunks = kFusedReductionChunks;
+        why = std::string("fused: ") +
+              (op.kind == OpKind::kMatmulReduceScatter ? "a ReduceScatter" : "an AllReduce") +
+              " at 2 ranks with " + std::to_string(rows_per_rank) +
+              " rows per rank >= " + std::to_string(kFusedReductionMinRowsPerRank) +
               " (measured faster than unfused)";
       } else if (HasReductions(op.kind)) {
         choice.fused = false;
@@ -223,8 +225,11 @@ Result<std::vector<int64_t>> BucketsFor(const OpConfig& op, int world) {
 //   eleventh session (2026-12-06: chunk-major plans, transfers in pieces that idle compute CTAs
 //   join) the fused ReduceScatter wins at 2 ranks and 4096 rows per rank (8B, M=8192, H100:
 //   1.40-1.48 ms at 2-4 chunks against unfused 1.63-1.65, two calls) and still loses at 4 ranks
-//   and 512 rows (0.714 against 0.686); AllReduce lost there by 44%. So fused only where it was
-//   measured to win; `ops_bench --tune` measures the rest;
+//   and 512 rows (0.714 against 0.686). Since the fourteenth session (joined CTAs wait up to
+//   200 us for a peer's step) the fused AllReduce wins there too (8B, M=8192, 2 chunks, H200:
+//   1.502 against 1.514 and 1.471 against 1.565 ms, two calls) and loses at 4 ranks (0.709
+//   against 0.638). So fused only where it was measured to win; `ops_bench --tune` measures the
+//   rest;
 // - AllGather+GEMM fused from kFusedMinRowsPerRank rows per rank, where its tiles' waits hide the
 //   gather on separate GPUs; below, launch and handshake costs dominate and unfused is cheaper.
 Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {

@@ -145,32 +145,38 @@ TEST(ChoosePathTest, ReductionsRunUnfusedUnlessAsked) {
   EXPECT_THAT(p->reason, HasSubstr("2 chunks per shard"));
 }
 
-// Measured (bench/RESULTS.md, eleventh session): the fused ReduceScatter beats the unfused pair
-// at 2 ranks and 4096 rows per rank, and loses at 4 ranks and 512 rows; elsewhere unmeasured.
-TEST(ChoosePathTest, ReduceScatterFusesAtTwoRanksFromFourThousandRowsPerRank) {
-  OpConfig c = AllGather(8192);
-  c.kind = OpKind::kMatmulReduceScatter;
-  Result<PathChoice> p = ChoosePath(c, 2, 8192);  // 4096 rows per rank
-  ASSERT_TRUE(p.ok());
-  EXPECT_TRUE(p->fused);
-  EXPECT_EQ(p->chunks, 2);
-  EXPECT_THAT(p->reason, HasSubstr("4096 rows per rank"));
-  for (auto [world, m] : {std::pair{2, 2048}, std::pair{4, 8192}, std::pair{8, 8192}}) {
-    p = ChoosePath(c, world, m);
+// Measured (bench/RESULTS.md, eleventh and fourteenth sessions): the fused ReduceScatter and
+// AllReduce beat the unfused pair at 2 ranks and 4096 rows per rank, and lose at 4 ranks and 512
+// rows; elsewhere unmeasured.
+TEST(ChoosePathTest, ReductionsFuseAtTwoRanksFromFourThousandRowsPerRank) {
+  for (OpKind kind : {OpKind::kMatmulReduceScatter, OpKind::kMatmulAllReduce}) {
+    SCOPED_TRACE(OpKindName(kind));
+    OpConfig c = AllGather(8192);
+    c.kind = kind;
+    Result<PathChoice> p = ChoosePath(c, 2, 8192);  // 4096 rows per rank
     ASSERT_TRUE(p.ok());
-    EXPECT_FALSE(p->fused) << world << " ranks, M " << m;
-    EXPECT_EQ(p->chunks, 1) << world << " ranks, M " << m;
+    EXPECT_TRUE(p->fused);
+    EXPECT_EQ(p->chunks, 2);
+    EXPECT_THAT(p->reason, HasSubstr("4096 rows per rank"));
+    EXPECT_THAT(p->reason, HasSubstr(kind == OpKind::kMatmulReduceScatter ? "a ReduceScatter"
+                                                                          : "an AllReduce"));
+    for (auto [world, m] : {std::pair{2, 2048}, std::pair{4, 8192}, std::pair{8, 8192}}) {
+      p = ChoosePath(c, world, m);
+      ASSERT_TRUE(p.ok());
+      EXPECT_FALSE(p->fused) << world << " ranks, M " << m;
+      EXPECT_EQ(p->chunks, 1) << world << " ranks, M " << m;
+    }
+    c.chunks = 4;  // the config's chunks win
+    p = ChoosePath(c, 2, 8192);
+    ASSERT_TRUE(p.ok());
+    EXPECT_TRUE(p->fused);
+    EXPECT_EQ(p->chunks, 4);
+    c.chunks = 0;
+    c.path = PathPreference::kUnfused;
+    p = ChoosePath(c, 2, 8192);
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->fused);
   }
-  c.chunks = 4;  // the config's chunks win
-  p = ChoosePath(c, 2, 8192);
-  ASSERT_TRUE(p.ok());
-  EXPECT_TRUE(p->fused);
-  EXPECT_EQ(p->chunks, 4);
-  c.chunks = 0;
-  c.path = PathPreference::kUnfused;
-  p = ChoosePath(c, 2, 8192);
-  ASSERT_TRUE(p.ok());
-  EXPECT_FALSE(p->fused);
 }
 
 TEST(ChoosePathTest, RejectsAnMThatNoRunCanTake) {
