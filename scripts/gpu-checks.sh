@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, from the repository root with .device/bin carried (scripts/gpu-run.sh
 # built it): the GPU tests in every concurrency mode, then the GPU and control-plane benchmarks,
-# each log under $OUT (or ./gpu-out). Runs everything even when one fails; exits 1 if any did.
+# each log in $OUT/logs.tgz (or ./gpu-out; a device call brings back only a few files), the GPU's
+# name and the concurrent_tp.csv rows beside it. Runs everything even when one fails; exits 1 if
+# any did.
 #
 # Modes (MODES, default all): ts:<c> runs the ranks time-sliced, mps:<c> as concurrent MPS clients
 # (each at MPS_PCT percent of the SMs, default 50), both with CUDA_DEVICE_MAX_CONNECTIONS=<c>.
@@ -115,6 +117,7 @@ if [[ -z ${SKIP_BENCH:-} ]]; then
   step gpu_overlap_bench "$bin/gpu_overlap_bench"
   step inter_node_bench "$bin/inter_node_bench"
 fi
+pack_out gpu.txt concurrent_rows.csv  # every log in $out/logs.tgz
 # One line each at the end, where a truncated output keeps them.
 echo "passed: ${passed[*]:-none}"
 if ((${#failed[@]})); then echo "failed: ${failed[*]}"; exit 1; fi

@@ -34,3 +34,16 @@ in_mode() {
   fi
   CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout "${STEP_TIMEOUT:-300}" "$@"
 }
+
+# pack_out KEEP...: a device call brings back only a few files from $OUT, so everything under it
+# but the files named (relative to $out) goes into $out/logs.tgz; kernel caches (cache,
+# *-cache) are dropped first.
+pack_out() {
+  local keep f tmp
+  tmp=$(mktemp -d)
+  rm -rf "$out/cache" "$out"/*-cache
+  for keep in "$@"; do [[ -e $out/$keep ]] && mv "$out/$keep" "$tmp/"; done
+  tar czf "$tmp/logs.tgz" -C "$out" . && find "$out" -mindepth 1 -delete
+  for f in "$tmp"/*; do mv "$f" "$out/"; done
+  rmdir "$tmp"
+}

@@ -59,4 +59,5 @@ for mode in ${MODES:-ts:1 ts:8 ts:32 mps:1 mps:8 mps:32}; do
 done
 python3 bench/multigpu/stall_summary.py --launches "$launches" "${csvs[@]}" | tee "$out/stall.md"
 summary=$?
+pack_out stall.md  # the logs and CSVs in $out/logs.tgz
 exit $((summary != 0 || no_rows))

@@ -50,12 +50,10 @@ for shape in "4 25 2048" "2 50 8192"; do
   fi
 done
 rm -rf "$out/cache"
-mkdir -p "$out/logs"  # few files come back from a device call: the logs go in one archive
 for mode in mps:8 ts:8; do
   STEP_TIMEOUT=150 in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter='*FusedWorkload*rs_*' \
     > "$out/rs_tests_${mode/:/_}.log" 2>&1 || rc=1
   echo "== rs workload tests $mode:"; grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$out/rs_tests_${mode/:/_}.log"
 done
-mv "$out"/*.log "$out"/rs_*.csv "$out"/torch_*.csv "$out/logs/" 2>/dev/null
-tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
+pack_out gpu.txt concurrent_rows.csv  # the logs and raw CSVs in $out/logs.tgz
 exit $rc
