@@ -97,36 +97,31 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
 
 // Round d = 1 .. W-1: rank q reduces its contribution to shard q + d into that owner's result, on
 // channel channel_base + d - 1 (one channel per round); out of place, the owner's own
-// contribution goes on a channel of its own after the rounds' (channel_base + W - 1), so no
-// round's transfer queues behind it: the compiler computes the tiles of remote chunks first and
-// a rank's own shard last (jit/compiler/lowering.cc, OrderTiles), and a round behind the own
-// contribution on one channel would wait for the last tiles. Every transfer waits only for its
-// chunk's tiles and reductions commute, so nothing orders the rounds: one channel per round lets a
-// rank's comm CTAs and joined compute CTAs move the rounds at once, where one channel for all of
-// them moved its steps strictly one after another (a fused kernel keeps channel order;
-// bench/RESULTS.md, twelfth session). Each channel is chunk-major: chunk k's transfer (step k *
-// (W-1) + d - 1) before chunk k+1's, since a round-major order (every chunk's own contribution,
-// then every chunk's round 1, ...) made chunk 0's reductions wait for the last chunk's tiles
-// (eleventh session).
+// contribution goes on round 1's channel. Every transfer waits only for its chunk's tiles and
+// reductions commute, so nothing orders the rounds: one channel per round lets a rank's comm
+// CTAs and joined compute CTAs move the rounds at once, where one channel for all of them moved
+// its steps strictly one after another (a fused kernel keeps channel order; bench/RESULTS.md,
+// twelfth session). Each channel is chunk-major: chunk k's transfer (step k * (W-1) + d - 1)
+// before chunk k+1's, since a round-major order (every chunk's own contribution, then every
+// chunk's round 1, ...) made chunk 0's reductions wait for the last chunk's tiles (eleventh
+// session).
 absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayout& l,
                                                  const ScatterPhase& p) {
   const int w = l.world();
   ChunkDeps done = EmptyChunkDeps(l);
   for (int k = 0; k < l.chunks(); ++k) {
     const int chunk_step = p.step_base + k * (w - 1);
+    if (!p.in_place) {
+      for (int j = 0; j < w; ++j) {
+        done[j][k].push_back(AddOwnContribution(b, l, p, j, k, p.channel_base, chunk_step, {}));
+      }
+    }
     for (int d = 1; d < w; ++d) {
       for (int q = 0; q < w; ++q) {
         const int j = (q + d) % w;
         done[j][k].push_back(b.Add(ReducePush(l, p, j, k, q, j, /*into_result=*/true,
                                               /*own_contribution=*/true, p.channel_base + d - 1,
                                               chunk_step + d - 1)));
-      }
-    }
-    if (!p.in_place) {
-      const int own_channel = p.channel_base + std::max(0, w - 1);
-      for (int j = 0; j < w; ++j) {
-        done[j][k].push_back(
-            AddOwnContribution(b, l, p, j, k, own_channel, chunk_step + std::max(0, w - 2), {}));
       }
     }
   }
@@ -302,11 +297,12 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
   // "output" is as large as the largest shard; rank j's result is its leading Shard(j) rows.
   Shape out_shape = params.shape;
   out_shape[params.axis] = layout.MaxShardExtent();
-  // Channels: two-level one per level, direct one per round and one for the owners' own
-  // contributions (direct_inplace: for the owners' copies), ring one.
-  const int channels = algo == "two_level"                            ? 2
-                       : algo == "direct" || algo == "direct_inplace" ? w
-                                                                      : 1;
+  // Channels: two-level one per level, direct one per round (direct_inplace one more for the
+  // owners' copies), ring one.
+  const int channels = algo == "two_level"        ? 2
+                       : algo == "direct"         ? std::max(1, w - 1)
+                       : algo == "direct_inplace" ? w
+                                                  : 1;
   PlanBuilder b(absl::StrCat("reducescatter.", std::string(algo)), CollectiveKind::kReduceScatter,
                 w, channels);
   b.AddBuffer(MakeBuffer("input", params.dtype, params.shape));

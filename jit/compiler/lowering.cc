@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <climits>
 #include <map>
-#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,24 +15,18 @@
 namespace syncopate::jit {
 namespace {
 
-// By transfer id: the transfer before it on its channel, or -1 (a channel runs its transfers in
-// list order).
-std::vector<int> ChannelPredecessors(const plan::Plan& plan, int n) {
+// Estimated arrival step of every transfer: a lower bound on when it can complete, counting one
+// step per transfer along the longest chain of explicit deps and channel predecessors (a channel
+// runs its transfers in list order).
+absl::StatusOr<std::vector<int>> ArrivalDepths(const plan::Plan& plan,
+                                               const std::vector<const plan::Transfer*>& by_id) {
+  const int n = static_cast<int>(by_id.size());
   std::vector<int> prev(n, -1);
   for (const plan::RankPlan& rp : plan.ranks) {
     for (const auto& channel : rp.channels) {
       for (size_t i = 1; i < channel.size(); ++i) prev[channel[i].id] = channel[i - 1].id;
     }
   }
-  return prev;
-}
-
-// Estimated arrival step of every transfer: a lower bound on when it can complete, counting one
-// step per transfer along the longest chain of explicit deps and channel predecessors.
-absl::StatusOr<std::vector<int>> ArrivalDepths(const plan::Plan& plan,
-                                               const std::vector<const plan::Transfer*>& by_id) {
-  const int n = static_cast<int>(by_id.size());
-  const std::vector<int> prev = ChannelPredecessors(plan, n);
   std::vector<int> depth(n, 0);  // 0: not computed yet
   std::vector<char> on_stack(n, 0);
   for (int root = 0; root < n; ++root) {
@@ -71,30 +64,6 @@ absl::StatusOr<std::vector<int>> ArrivalDepths(const plan::Plan& plan,
     }
   }
   return depth;
-}
-
-// By transfer id: whether a peer waits for it, i.e. it writes another rank's memory, or a
-// transfer that a peer waits for waits for it (through deps or a channel predecessor). The rest
-// stay on their rank: their producer tiles can be computed after those of the chunks in flight.
-// `depth` orders the transfers topologically (every successor is deeper).
-std::vector<char> PeerBoundTransfers(const plan::Plan& plan,
-                                     const std::vector<const plan::Transfer*>& by_id,
-                                     const std::vector<int>& depth) {
-  const int n = static_cast<int>(by_id.size());
-  const std::vector<int> prev = ChannelPredecessors(plan, n);
-  std::vector<int> deepest_first(n);
-  for (int id = 0; id < n; ++id) deepest_first[id] = id;
-  std::stable_sort(deepest_first.begin(), deepest_first.end(),
-                   [&](int a, int b) { return depth[a] > depth[b]; });
-  std::vector<char> bound(n, 0);
-  for (int id : deepest_first) {
-    const plan::Transfer& t = *by_id[id];
-    if (t.src_rank() != t.dst_rank()) bound[id] = 1;
-    if (!bound[id]) continue;
-    for (int dep : t.deps) bound[dep] = 1;
-    if (prev[id] >= 0) bound[prev[id]] = 1;
-  }
-  return bound;
 }
 
 absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
@@ -184,7 +153,6 @@ struct OperandFootprints {
 struct TileFacts {
   int num_tiles = 0;
   std::vector<int> depth;    // by transfer id: estimated arrival step (ArrivalDepths)
-  std::vector<char> peer_bound;  // by transfer id: a peer waits for it (PeerBoundTransfers)
   std::vector<int> swizzle;  // the kernel's own tile order
   std::vector<OperandFootprints> consumed, produced;
 };
@@ -225,7 +193,6 @@ absl::StatusOr<TileFacts> BuildTileFacts(const plan::Plan& plan,
   TileFacts facts;
   facts.num_tiles = out.num_tiles;
   ASSIGN_OR_RETURN(facts.depth, ArrivalDepths(plan, by_id));
-  facts.peer_bound = PeerBoundTransfers(plan, by_id, facts.depth);
   for (const OperandSpec* op : spec.Operands()) {
     if (op->role == OperandRole::kLocal) continue;
     OperandFootprints f{op, {}};
@@ -369,28 +336,25 @@ void IndexTileChunks(int plan_signals, RankSchedule& rs) {
       rs.guards.empty() ? rs.num_signals : plan_signals + static_cast<int>(rs.guards.size());
 }
 
-// Tile order: waves by estimated arrival; inside a wave, tiles that a peer waits for (their
-// outgoing chunks, or landing guards, are peer-bound) before tiles whose chunks stay on this rank
-// (out of place, a ReduceScatter owner's own contribution: computed last, while the peers' chunks
-// are in flight), then by how early their chunks are needed (estimated arrival, then the plan's
-// transfer order: a direct ReduceScatter's rounds d = 1, 2, ... go to ranks r + 1, r + 2, ..., so
-// every rank sends its first chunk to a different peer), then the kernel's own swizzle.
+// Tile order: waves by estimated arrival; inside a wave, tiles whose outgoing chunks (or
+// landing guards) are needed earliest first; then the kernel's own swizzle.
 void OrderTiles(const TileFacts& facts, RankSchedule& rs) {
-  // (stays local, estimated arrival, transfer id) of the most urgent chunk a tile feeds;
-  // lexicographic, smaller first.
-  using SendKey = std::tuple<int, int, int>;
-  std::vector<SendKey> send_key(facts.num_tiles, SendKey{2, INT_MAX, INT_MAX});
-  const auto feed = [&](const std::vector<int>& tiles, int transfer) {
-    const SendKey key{facts.peer_bound[transfer] ? 0 : 1, facts.depth[transfer], transfer};
-    for (int tile : tiles) send_key[tile] = std::min(send_key[tile], key);
-  };
-  for (const OutgoingChunk& c : rs.outgoing) feed(c.producer_tiles, c.transfer);
+  std::vector<int> send_priority(facts.num_tiles, INT_MAX);
+  for (const OutgoingChunk& c : rs.outgoing) {
+    for (int tile : c.producer_tiles) {
+      send_priority[tile] = std::min(send_priority[tile], facts.depth[c.transfer]);
+    }
+  }
   // A guard holds back a peer's reduction into this rank: as urgent as that transfer.
-  for (const LandingGuard& g : rs.guards) feed(g.producer_tiles, g.transfer);
+  for (const LandingGuard& g : rs.guards) {
+    for (int tile : g.producer_tiles) {
+      send_priority[tile] = std::min(send_priority[tile], facts.depth[g.transfer]);
+    }
+  }
   rs.tile_order = facts.swizzle;
   std::stable_sort(rs.tile_order.begin(), rs.tile_order.end(), [&](int a, int b) {
     if (rs.tile_wave[a] != rs.tile_wave[b]) return rs.tile_wave[a] < rs.tile_wave[b];
-    return send_key[a] < send_key[b];
+    return send_priority[a] < send_priority[b];
   });
 }
 

@@ -272,31 +272,6 @@ TEST(LoweringTest, RingWavesFollowArrivalSteps) {
   }
 }
 
-// A direct ReduceScatter computes what peers wait for first and the rank's own shard last (its
-// contribution stays local), and starts with rank r + 1's shard, so every rank first sends to a
-// different peer; chunk by chunk at 2 chunks per shard.
-TEST(LoweringTest, DirectReduceScatterComputesPeersShardsFirstOwnShardLast) {
-  const int world = 4;
-  const plan::Plan plan = ReduceScatterPlan("direct", world, 64, 32, 1);
-  // Tiles of 16 rows x 32 columns: tile m covers shard m exactly.
-  const KernelSpec spec = GemmSpecForReduceScatter(64, 32, 8, plan::DType::kBF16, 16, 32);
-  auto lw = Lower(plan, spec);
-  ASSERT_TRUE(lw.ok()) << lw.status();
-  for (const RankSchedule& rs : lw->ranks) {
-    const int r = rs.rank;
-    EXPECT_EQ(rs.tile_order,
-              (std::vector<int>{(r + 1) % world, (r + 2) % world, (r + 3) % world, r}))
-        << "rank " << r;
-  }
-  // Two ranks, two chunks per shard (tile 2j + k is chunk k of shard j): the peer's chunks in
-  // order, then the own ones.
-  const plan::Plan two = ReduceScatterPlan("direct", 2, 64, 32, 2);
-  auto tl = Lower(two, spec);
-  ASSERT_TRUE(tl.ok()) << tl.status();
-  EXPECT_EQ(tl->ranks[0].tile_order, (std::vector<int>{2, 3, 0, 1}));
-  EXPECT_EQ(tl->ranks[1].tile_order, (std::vector<int>{0, 1, 2, 3}));
-}
-
 TEST(LoweringTest, ReduceScatterRingGuardsAndDirectChunks) {
   const plan::Plan plan = ReduceScatterPlan("ring", 4, 64, 32, 1);
   const KernelSpec spec = GemmSpecForReduceScatter(64, 32, 8, plan::DType::kBF16, 16, 32);
