@@ -731,6 +731,7 @@ bool Runner::SkipOnCopyEngine(ProblemRun& run, const std::string& impl, const st
 absl::Status Runner::BuildVariants(ProblemRun& run) {
   const absl::Time started = absl::Now();
   if (rank_ == 0) std::fprintf(stderr, "  building the kernels of %s\n", run.p.Label().c_str());
+  const cache::CacheStats cache_before = cache_->Stats();
   run.variants.resize(f_.chunks.size());
   for (size_t i = 0; i < run.variants.size(); ++i) {
     Variant& v = run.variants[i];
@@ -754,8 +755,17 @@ absl::Status Runner::BuildVariants(ProblemRun& run) {
     if (v.usable && run.base == nullptr) run.base = &v;
   }
   if (rank_ == 0) {
-    std::fprintf(stderr, "  built in %.1f s (every rank)\n",
-                 absl::ToDoubleSeconds(absl::Now() - started));
+    // Where rank 0's kernels came from: a kernel cache filled beforehand (gpu-run.sh's
+    // WARM_ARGS) should leave nothing to compile here.
+    const cache::CacheStats c = cache_->Stats();
+    std::fprintf(stderr,
+                 "  built in %.1f s (every rank); rank 0's kernels: %llu from memory, %llu from "
+                 "disk, %llu fetched, %llu compiled here\n",
+                 absl::ToDoubleSeconds(absl::Now() - started),
+                 static_cast<unsigned long long>(c.memory_hits - cache_before.memory_hits),
+                 static_cast<unsigned long long>(c.disk_hits - cache_before.disk_hits),
+                 static_cast<unsigned long long>(c.fetched - cache_before.fetched),
+                 static_cast<unsigned long long>(c.compiles - cache_before.compiles));
   }
   return absl::OkStatus();
 }
