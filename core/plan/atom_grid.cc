@@ -8,7 +8,7 @@
 #include "core/base/status_macros.h"
 #include "core/plan/validate_internal.h"
 
-namespace syncopate::plan::internal {
+namespace syncopate::plan::validation {
 namespace {
 
 constexpr int64_t kElementFallbackLimit = int64_t{1} << 22;
@@ -186,4 +186,4 @@ absl::Status GridBuilder::TooManyAtoms(size_t buffer) const {
                    plan_.buffers[buffer].name, "\" into more than ", kMaxAtomsPerBuffer, " atoms"));
 }
 
-}  // namespace syncopate::plan::internal
+}  // namespace syncopate::plan::validation

@@ -8,7 +8,7 @@
 #include "core/base/status_macros.h"
 #include "core/plan/validate_internal.h"
 
-namespace syncopate::plan::internal {
+namespace syncopate::plan::validation {
 namespace {
 
 constexpr int64_t kMaxClockEntries = int64_t{1} << 27;
@@ -133,4 +133,4 @@ absl::Status Order::BuildClocks(int num_channels) {
   return absl::OkStatus();
 }
 
-}  // namespace syncopate::plan::internal
+}  // namespace syncopate::plan::validation

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
 
-namespace syncopate::plan::internal {
+namespace syncopate::plan::msccl {
 namespace {
 
 constexpr int kMaxGpus = 1024;
@@ -235,4 +235,4 @@ absl::StatusOr<Algo> ReadAlgo(const XmlElement& root) {
   return algo;
 }
 
-}  // namespace syncopate::plan::internal
+}  // namespace syncopate::plan::msccl

@@ -1,6 +1,6 @@
 // The MSCCL XML program as read and checked (msccl_algo.cc), before msccl_import.cc maps it onto
 // a plan: gpus, their thread blocks and steps, with the attributes MSCCL's executor uses.
-// Internal to core/plan. Plain data; thread-compatible.
+// Internal to core/plan (namespace plan::msccl). Plain data; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "core/plan/plan.h"
 #include "core/plan/xml_reader.h"
 
-namespace syncopate::plan::internal {
+namespace syncopate::plan::msccl {
 
 enum class StepType {
   kSend,
@@ -92,4 +92,4 @@ absl::Status At(absl::string_view where, absl::string_view message);
 // pairing attributes) and bounded; errors name the line and element.
 absl::StatusOr<Algo> ReadAlgo(const XmlElement& root);
 
-}  // namespace syncopate::plan::internal
+}  // namespace syncopate::plan::msccl

@@ -25,14 +25,14 @@
 namespace syncopate::plan {
 namespace {
 
-using internal::Algo;
-using internal::At;
-using internal::Coll;
-using internal::Gpu;
-using internal::ReadAlgo;
-using internal::Step;
-using internal::StepType;
-using internal::ThreadBlock;
+using msccl::Algo;
+using msccl::At;
+using msccl::Coll;
+using msccl::Gpu;
+using msccl::ReadAlgo;
+using msccl::Step;
+using msccl::StepType;
+using msccl::ThreadBlock;
 
 // Where MSCCL's chunk-addressed buffers land in our buffers.
 class BufferMap {

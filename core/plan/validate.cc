@@ -16,12 +16,12 @@
 namespace syncopate::plan {
 namespace {
 
-using internal::AtomBox;
-using internal::AtomsInOrder;
-using internal::Describe;
-using internal::Grid;
-using internal::GridBuilder;
-using internal::Order;
+using validation::AtomBox;
+using validation::AtomsInOrder;
+using validation::Describe;
+using validation::Grid;
+using validation::GridBuilder;
+using validation::Order;
 
 // Atom states the validator may hold over all buffers and ranks.
 constexpr int64_t kMaxAtomStates = int64_t{1} << 23;

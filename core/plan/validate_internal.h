@@ -1,6 +1,6 @@
 // The validator's parts (validate.cc uses them): happens-before over a plan's transfers
 // (happens_before.cc) and the atom grids the plan's regions cut its buffers into (atom_grid.cc).
-// Internal to core/plan. Thread-compatible.
+// Internal to core/plan (namespace plan::validation). Thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "core/plan/plan.h"
 #include "core/plan/region.h"
 
-namespace syncopate::plan::internal {
+namespace syncopate::plan::validation {
 
 // "rank R transfer T (channel C, chunk K)": how errors name a transfer.
 std::string Describe(const Transfer& t);
@@ -93,4 +93,4 @@ class GridBuilder {
   std::vector<Mapping> box_wise_;
 };
 
-}  // namespace syncopate::plan::internal
+}  // namespace syncopate::plan::validation
