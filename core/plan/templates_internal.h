@@ -132,6 +132,9 @@ absl::StatusOr<ChunkDeps> AddReduceScatterRing(PlanBuilder& b, const ShardLayout
                                                const ScatterPhase& p);
 absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayout& l,
                                                  const ScatterPhase& p);
+// Out of place only (the owners' copies from "input" to "output" complete each chunk).
+absl::StatusOr<ChunkDeps> AddReduceScatterDirectInPlace(PlanBuilder& b, const ShardLayout& l,
+                                                        const ScatterPhase& p);
 absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
                                                    const ScatterPhase& p);
 

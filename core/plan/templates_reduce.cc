@@ -133,25 +133,28 @@ absl::StatusOr<ChunkDeps> AddReduceScatterDirect(PlanBuilder& b, const ShardLayo
 // computation wrote there, so no transfer adds it), then the owner copies each reduced chunk to
 // "output" on channel W - 1, once the W-1 reductions into it landed. Against "direct": W-1
 // atomic reductions per element instead of W (the own contribution's is gone), no identity fill
-// of "output", and a local copy at the end of each chunk.
-absl::Status AddReduceScatterDirectInPlace(PlanBuilder& b, const ShardLayout& l,
-                                           const ScatterPhase& p) {
+// of "output", and a local copy at the end of each chunk. Measured slower than "direct" (H200
+// under MPS, bench/RESULTS.md, fourteenth session): the copy waits for every reduction, a
+// dependent step the direct plan does not have. The result of chunk (j, k) is its copy.
+absl::StatusOr<ChunkDeps> AddReduceScatterDirectInPlace(PlanBuilder& b, const ShardLayout& l,
+                                                        const ScatterPhase& p) {
   const int w = l.world();
   ScatterPhase in_place = p;
   in_place.in_place = true;
-  ASSIGN_OR_RETURN(const ChunkDeps done, AddReduceScatterDirect(b, l, in_place));
+  ASSIGN_OR_RETURN(const ChunkDeps reduced, AddReduceScatterDirect(b, l, in_place));
+  ChunkDeps done = EmptyChunkDeps(l);
   for (int k = 0; k < l.chunks(); ++k) {
     for (int j = 0; j < w; ++j) {
       Transfer copy =
           MakeTransfer(TransferKind::kLocalCopy, j, j, p.channel_base + w - 1, p.input,
                        l.ChunkRegion(j, k), p.output, l.ChunkInShard(p.output_shape, j, k),
                        l.GlobalChunk(j, k), p.step_base + k * (w - 1) + std::max(0, w - 2));
-      copy.deps = done[j][k];
+      copy.deps = reduced[j][k];
       copy.after_compute = copy.deps.empty();  // world 1: the contribution as computed
-      b.Add(std::move(copy));
+      done[j][k].push_back(b.Add(std::move(copy)));
     }
   }
-  return absl::OkStatus();
+  return done;
 }
 
 absl::StatusOr<ChunkDeps> AddReduceScatterTwoLevel(PlanBuilder& b, const ShardLayout& l,
@@ -211,6 +214,7 @@ absl::StatusOr<ChunkDeps> AddScatterPhase(std::string_view algo, PlanBuilder& b,
                                           const ShardLayout& l, const ScatterPhase& p) {
   if (algo == "ring") return AddReduceScatterRing(b, l, p);
   if (algo == "direct") return AddReduceScatterDirect(b, l, p);
+  if (algo == "direct_inplace") return AddReduceScatterDirectInPlace(b, l, p);
   return AddReduceScatterTwoLevel(b, l, p);
 }
 
@@ -326,11 +330,7 @@ absl::StatusOr<Plan> BuildReduceScatter(std::string_view algo, const TemplatePar
                      .channel_base = 0,
                      .step_base = 0,
                      .ranks_per_node = params.ranks_per_node};
-  if (algo == "direct_inplace") {
-    RETURN_IF_ERROR(AddReduceScatterDirectInPlace(b, layout, phase));
-  } else {
-    RETURN_IF_ERROR(AddScatterPhase(algo, b, layout, phase).status());
-  }
+  RETURN_IF_ERROR(AddScatterPhase(algo, b, layout, phase).status());
   return std::move(b).Finish();
 }
 
