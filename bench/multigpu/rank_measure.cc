@@ -324,15 +324,23 @@ absl::Status Runner::MeasureCublas(ProblemRun& run) {
   return absl::OkStatus();
 }
 
-absl::Status Runner::MeasureCommOnly(ProblemRun& run) {
+absl::Status Runner::ForEachBackendVariant(
+    ProblemRun& run, const std::string& impl,
+    const std::function<absl::Status(const std::string&, Variant&)>& measure) {
   for (const std::string& b : f_.backends) {
     for (Variant& v : run.variants) {
       if (!v.usable) continue;
-      if (SkipOnCopyEngine(run, "comm-only", b, v)) continue;
-      RETURN_IF_ERROR(MeasureCommOnlyConfig(run, b, v));
+      if (SkipOnCopyEngine(run, impl, b, v)) continue;
+      RETURN_IF_ERROR(measure(b, v));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Runner::MeasureCommOnly(ProblemRun& run) {
+  return ForEachBackendVariant(run, "comm-only", [&](const std::string& b, Variant& v) {
+    return MeasureCommOnlyConfig(run, b, v);
+  });
 }
 
 absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b,
@@ -380,22 +388,18 @@ absl::Status Runner::MeasureCommOnlyConfig(ProblemRun& run, const std::string& b
 }
 
 absl::Status Runner::MeasureFused(ProblemRun& run) {
-  for (const std::string& b : f_.backends) {
-    for (Variant& v : run.variants) {
-      if (!v.usable) continue;
-      if (SkipOnCopyEngine(run, "syncopate", b, v)) continue;
-      const std::vector<int> comm_counts = b == "sm" ? f_.comm_ctas : std::vector<int>{0};
-      const std::vector<int> pcts = b == "sm" ? f_.grid_pct : std::vector<int>{100};
-      for (int comm_ctas : comm_counts) {
-        for (int pct : pcts) {
-          for (const std::string& dealing : f_.tile_dealing) {
-            RETURN_IF_ERROR(MeasureFusedConfig(run, b, v, comm_ctas, pct, dealing));
-          }
+  return ForEachBackendVariant(run, "syncopate", [&](const std::string& b, Variant& v) {
+    const std::vector<int> comm_counts = b == "sm" ? f_.comm_ctas : std::vector<int>{0};
+    const std::vector<int> pcts = b == "sm" ? f_.grid_pct : std::vector<int>{100};
+    for (int comm_ctas : comm_counts) {
+      for (int pct : pcts) {
+        for (const std::string& dealing : f_.tile_dealing) {
+          RETURN_IF_ERROR(MeasureFusedConfig(run, b, v, comm_ctas, pct, dealing));
         }
       }
     }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 absl::Status Runner::MeasureFusedConfig(ProblemRun& run, const std::string& b, Variant& v,

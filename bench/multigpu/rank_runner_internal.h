@@ -166,6 +166,11 @@ class Runner {
   absl::Status MeasureLocalGemmGrids(ProblemRun& run);
   // cuBLAS on the same per-rank GEMM (bf16 out), for reference; not checked.
   absl::Status MeasureCublas(ProblemRun& run);
+  // Calls `measure(b, v)` for every backend of the flags and every usable variant; on the copy
+  // engine a plan that reduces gets an "unsupported" `impl` row instead (SkipOnCopyEngine).
+  absl::Status ForEachBackendVariant(
+      ProblemRun& run, const std::string& impl,
+      const std::function<absl::Status(const std::string&, Variant&)>& measure);
   // comm_only per backend x chunks: T_comm; records the fastest in run.best_*.
   absl::Status MeasureCommOnly(ProblemRun& run);
   // One comm_only row: backend `b`, variant `v`.
