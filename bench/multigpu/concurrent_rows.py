@@ -3,6 +3,8 @@
 bench/results/concurrent_tp.csv (issue 16's header), printed to stdout.
 
   concurrent_rows.py --date 2026-12-05 --note "H200, MPS, connections 8" TP_CSV [TORCH_CSV]
+  concurrent_rows.py --date ... --torch-only TP_CSV TORCH_CSV   (PyTorch's rows only; TP_CSV
+                                                                  names their models)
   concurrent_rows.py --self-test
 
 Bench impls map to local-gemm, cublas, comm-only, syncopate, unfused ("select" rows are left out:
@@ -25,14 +27,17 @@ TORCH_IMPL = {"gemm": "torch-gemm", "serial": "torch-serial", "comm": "torch-com
               "fused": "torch-async-tp"}
 
 
-def convert(date, note, tp_csv, torch_csv, out):
-    """Writes the rows of `tp_csv` (and `torch_csv`, if given) to the csv writer `out`."""
+def convert(date, note, tp_csv, torch_csv, out, torch_only=False):
+    """Writes the rows of `tp_csv` (unless `torch_only`; it still names the models) and of
+    `torch_csv`, if given, to the csv writer `out`."""
     models = {}
     with open(tp_csv, newline="") as f:
         for r in csv.DictReader(f):
             if r["impl"] not in BENCH_IMPL:
                 continue
             models[(r["workload"], r["m"], r["n"], r["k"], r["world"])] = r["model"]
+            if torch_only:
+                continue
             row_note = "; ".join(x for x in (note, r["note"][:200]) if x)
             time = r["time_ms"] if r["time_ms"] not in ("", "-1") else ""
             out.writerow([date, r["workload"], r["model"], r["m"], r["n"], r["k"], r["world"],
@@ -95,6 +100,16 @@ def self_test():
     # ag: (n / world, k); no bench row of that shape, so no model.
     assert got[7][2:7] == ["?", "8192", "7168", "4096", "2"], got[7]
     assert got[7][12] == "H200, MPS 25% x4; PyTorch, same call", got[7]
+    text = io.StringIO()
+    with tempfile.TemporaryDirectory() as d:
+        tp, torch = os.path.join(d, "tp.csv"), os.path.join(d, "torch.csv")
+        with open(tp, "w") as f:
+            f.write(bench_header + "\n".join(rows) + "\n")
+        with open(torch, "w") as f:
+            f.write("impl,workload,m,n,k,world,time_ms,rel_err,note\n" + torch_rows[0] + "\n")
+        convert("d", "", tp, torch, csv.writer(text, lineterminator="\n"), torch_only=True)
+    only = list(csv.reader(io.StringIO(text.getvalue())))
+    assert [r[7] for r in only] == ["torch-serial"] and only[0][2] == "llama3.1-8b", only
     print("concurrent_rows: self-test passed")
 
 
@@ -102,6 +117,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--date")
     ap.add_argument("--note", default="")
+    ap.add_argument("--torch-only", action="store_true",
+                    help="PyTorch's rows only (TP_CSV still names their models)")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("tp_csv", nargs="?")
     ap.add_argument("torch_csv", nargs="?")
@@ -109,9 +126,10 @@ def main():
     if a.self_test:
         self_test()
         return 0
-    if not a.date or not a.tp_csv:
-        ap.error("--date and TP_CSV are required")
-    convert(a.date, a.note, a.tp_csv, a.torch_csv, csv.writer(sys.stdout, lineterminator="\n"))
+    if not a.date or not a.tp_csv or (a.torch_only and not a.torch_csv):
+        ap.error("--date and TP_CSV are required (and TORCH_CSV with --torch-only)")
+    convert(a.date, a.note, a.tp_csv, a.torch_csv, csv.writer(sys.stdout, lineterminator="\n"),
+            a.torch_only)
     return 0
 
 

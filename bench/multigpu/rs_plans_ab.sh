@@ -44,10 +44,9 @@ for shape in "4 25 2048" "2 50 8192"; do
     grep -E '^rs (gemm|serial|comm|fused)' "$out/torch_${ranks}.log"
     # The torch rows only (a bench CSV of the shape names their model).
     bench_csvs=("$out/rs_${ranks}_"*.csv)
-    python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
+    python3 "$bin/concurrent_rows.py" --date "$(date +%F)" --torch-only \
       --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8" \
-      "${bench_csvs[0]}" "$out/torch_${ranks}.csv" | grep ',torch-' \
-      >> "$out/concurrent_rows.csv" || rc=1
+      "${bench_csvs[0]}" "$out/torch_${ranks}.csv" >> "$out/concurrent_rows.csv" || rc=1
   fi
 done
 rm -rf "$out/cache"
