@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, from the repository root with .device carried (scripts/gpu-run.sh):
+# issue 19's comparison on every model of bench/multigpu, one device call. Per model (MODELS,
+# default the LLaMA-3.1-8B, LLaMA-3.1-70B and Qwen2-72B rows of tp_config.cc) at TP=WORLD (2),
+# the ranks as MPS clients at 100/WORLD percent each:
+#   - the ops from C++: ops_bench for AllGather+GEMM, GEMM+ReduceScatter and GEMM+AllReduce at
+#     M=8192 and 2048 (each M its own bucket; run ms, graph replays, host time per call);
+#   - the same ops from Python beside torch.ops.symm_mem in the same MPS session
+#     (torch_ops_check.py --parts timing, the same buckets): Syncopate / symm_mem per op and M,
+#     and Python's back-to-back time against ops_bench's run ms;
+# then the run call's host time at M=128 with the AllGather shard already in the workspace
+# (issue 19: at most 10 us). Logs in $OUT/logs.tgz; the summary lines on stdout. About 40 s a
+# model once its kernels are built (the ranks compile them: 2-3 s each).
+# Run with: run(command: "bash bench/ops/ops_vs_torch.sh", carry: [".device"]).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+source scripts/gpu-modes.sh
+world=${WORLD:-2}
+models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
+final_out=$out
+out=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+export MPS_PCT=$((100 / world))
+for entry in $models; do
+  name=${entry%%:*} hidden=${entry#*:}; ffn=${hidden#*,}; hidden=${hidden%,*}
+  log=$out/$name.log
+  echo "== $name (hidden $hidden, ffn $ffn), $world ranks"
+  for kind in "ag $((ffn / world)) $hidden" "rs $hidden $((ffn / world))" "ar $hidden $((ffn / world))"; do
+    read -r k n kk <<<"$kind"
+    STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind "$k" --n "$n" --k "$kk" --world "$world" \
+      --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
+      echo "   ops_bench $k failed (exit $?)"
+  done
+  STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
+    --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
+    --buckets 8192,2048 --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
+    echo "   torch_ops_check failed (exit $?)"
+  grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^RESULT" "$log" | cut -c1-110
+  grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
+  rm -rf "$out/ops-cache-$name"
+done
+echo "== host time per run call, M=128, shard in the workspace (llama3.1-8b AllGather)"
+STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ag --n $((14336 / world)) --k 4096 \
+  --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm --shard-in-workspace \
+  --cache-dir "$out/ops-cache-host" >"$out/host_time.log" 2>&1 || echo "   failed (exit $?)"
+grep -E "^[0-9]+ +[0-9]+ " "$out/host_time.log" | cut -c1-120
+rm -rf "$out"/ops-cache-*
+tar czf "$final_out/logs.tgz" -C "$out" . && rm -rf "$out"
