@@ -2,11 +2,14 @@
 // caller's structs (checking struct_size first: a caller built against an older header passes
 // fewer bytes), calls the C++ API and records the message of a failure for
 // syncopate_last_error(). Nothing throws across the boundary.
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ops/c_bootstrap.h"
@@ -26,6 +29,36 @@ namespace ops = syncopate::ops;
 
 thread_local std::string last_error;
 
+// The handles syncopate_op_create returned and syncopate_op_destroy has not destroyed. Every
+// entry point checks its handle here first, so a destroyed (or made-up) handle is an error, not
+// a use after free; a second destroy does nothing. The one lock costs tens of nanoseconds per
+// call against the run call's microseconds. A handle whose address a later create reuses reads
+// as that op: the check cannot tell them apart.
+class LiveOps {
+ public:
+  void Add(const syncopate_op* op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(op);
+  }
+  bool Remove(const syncopate_op* op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.erase(op) > 0;
+  }
+  bool Contains(const syncopate_op* op) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.count(op) > 0;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_set<const syncopate_op*> live_;
+};
+
+LiveOps& Live() {
+  static auto* live = new LiveOps();  // never destroyed: ops may be destroyed at exit
+  return *live;
+}
+
 int32_t Report(const Status& status) {
   last_error = status.ok() ? "" : status.message();
   return static_cast<int32_t>(status.code());
@@ -33,6 +66,18 @@ int32_t Report(const Status& status) {
 
 int32_t Invalid(const std::string& message) {
   return Report(Status(StatusCode::kInvalidArgument, message));
+}
+
+// INVALID_ARGUMENT naming the handle unless it is a live op; SYNCOPATE_OK otherwise.
+int32_t CheckLive(const syncopate_op* op) {
+  if (op == nullptr) return Invalid("op is NULL");
+  if (!Live().Contains(op)) {
+    char address[32];
+    std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(op));
+    return Invalid(std::string("op ") + address +
+                   " is not a live op (destroyed, or not returned by syncopate_op_create)");
+  }
+  return SYNCOPATE_OK;
 }
 
 // Runs `body` (returning a Status), turning any C++ exception into INTERNAL.
@@ -174,13 +219,14 @@ int32_t syncopate_op_create(const syncopate_group_config* group, const syncopate
     Result<std::unique_ptr<ops::Op>> op = ops::Op::Create(g, c);
     if (!op.ok()) return op.status();
     *out = new syncopate_op{std::move(*op)};
+    Live().Add(*out);
     return Status::Ok();
   });
 }
 
 int32_t syncopate_op_run(syncopate_op* op, int64_t m, uint64_t a, uint64_t b, uint64_t c,
                          uint64_t a_gathered, void* stream) {
-  if (op == nullptr) return Invalid("op is NULL");
+  if (const int32_t live = CheckLive(op); live != SYNCOPATE_OK) return live;
   return Guarded([&] {
     return op->op->Run({.m = m, .a = a, .b = b, .c = c, .a_gathered = a_gathered},
                        static_cast<CUstream>(stream));
@@ -188,26 +234,41 @@ int32_t syncopate_op_run(syncopate_op* op, int64_t m, uint64_t a, uint64_t b, ui
 }
 
 int32_t syncopate_op_synchronize(syncopate_op* op, void* stream) {
-  if (op == nullptr) return Invalid("op is NULL");
+  if (const int32_t live = CheckLive(op); live != SYNCOPATE_OK) return live;
   return Guarded([&] { return op->op->Synchronize(static_cast<CUstream>(stream)); });
 }
 
 int32_t syncopate_op_error(const syncopate_op* op) {
-  if (op == nullptr) return Invalid("op is NULL");
+  if (const int32_t live = CheckLive(op); live != SYNCOPATE_OK) return live;
   return Guarded([&] { return op->op->error(); });
 }
 
 int32_t syncopate_op_path(const syncopate_op* op, int64_t m, syncopate_path* out) {
-  if (op == nullptr) return Invalid("op is NULL");
+  if (const int32_t live = CheckLive(op); live != SYNCOPATE_OK) return live;
   if (out == nullptr) return Invalid("path output is NULL");
   return Guarded([&] { return ToCPath(op->op->Path(m), out); });
 }
 
 uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m) {
-  return op == nullptr ? 0 : op->op->InputWorkspace(m);
+  if (CheckLive(op) != SYNCOPATE_OK) return 0;
+  uint64_t address = 0;
+  const int32_t code = Guarded([&] {
+    Result<ops::PathChoice> path = op->op->Path(m);  // why an M has no workspace
+    if (!path.ok()) return path.status();
+    address = op->op->InputWorkspace(m);
+    return Status::Ok();
+  });
+  return code == SYNCOPATE_OK ? address : 0;
 }
 
-void syncopate_op_destroy(syncopate_op* op) { delete op; }
+void syncopate_op_destroy(syncopate_op* op) {
+  if (op == nullptr) return;
+  if (!Live().Remove(op)) {  // destroyed before, or never created: nothing to free
+    CheckLive(op);           // says so in syncopate_last_error()
+    return;
+  }
+  delete op;
+}
 
 }  // extern "C"
 // NOLINTEND(readability-identifier-naming)

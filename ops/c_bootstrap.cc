@@ -2,6 +2,7 @@
 #include "ops/c_bootstrap.h"
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -14,17 +15,37 @@ struct Delivery {
   std::string problem;
 };
 
+// A rank's message is a rendezvous record of a few hundred bytes; far more is a caller's bug
+// (a length from the wrong variable), refused before it is copied.
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 20;
+
+void Fail(Delivery* d, const std::string& problem) {
+  if (d->problem.empty()) d->problem = problem;  // the first one says most
+}
+
+// Called from the caller's C code: nothing may throw out of it.
 void Deliver(void* ctx, int32_t rank, const char* data, uint64_t length) {
   auto* d = static_cast<Delivery*>(ctx);
+  const std::string who = "the caller's allgather delivered rank " + std::to_string(rank);
   if (rank < 0 || rank >= static_cast<int32_t>(d->seen.size())) {
-    if (d->problem.empty()) {  // the first one says most
-      d->problem = "the caller's allgather delivered rank " + std::to_string(rank) +
-                   ", outside 0.." + std::to_string(d->seen.size() - 1);
-    }
+    Fail(d, who + ", outside 0.." + std::to_string(d->seen.size() - 1));
     return;
   }
-  (*d->all)[rank].assign(data, length);
-  d->seen[rank] = true;
+  if (data == nullptr && length > 0) {
+    Fail(d, who + " with NULL data of length " + std::to_string(length));
+    return;
+  }
+  if (length > kMaxMessageBytes) {
+    Fail(d, who + " with length " + std::to_string(length) + " (a message is at most " +
+                std::to_string(kMaxMessageBytes) + " bytes)");
+    return;
+  }
+  try {
+    (*d->all)[rank].assign(data == nullptr ? "" : data, length);
+    d->seen[rank] = true;
+  } catch (const std::exception& e) {
+    Fail(d, who + ": " + e.what());
+  }
 }
 
 }  // namespace

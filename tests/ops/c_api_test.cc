@@ -81,6 +81,25 @@ TEST(CApiTest, ShortStructsAndNullsAreRefusedWithAMessage) {
   syncopate_op_destroy(nullptr);  // a no-op
 }
 
+// A handle syncopate_op_create did not return (or one destroyed since) is refused by name on
+// every call, never dereferenced, and destroying it does nothing.
+TEST(CApiTest, AHandleThatIsNotALiveOpIsRefusedNotUsed) {
+  int not_an_op = 0;
+  auto* fake = reinterpret_cast<syncopate_op*>(&not_an_op);
+  EXPECT_EQ(syncopate_op_run(fake, 128, 1, 1, 1, 0, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("is not a live op (destroyed, or not returned"));
+  EXPECT_EQ(syncopate_op_synchronize(fake, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_EQ(syncopate_op_error(fake), SYNCOPATE_INVALID_ARGUMENT);
+  syncopate_path path{};
+  path.struct_size = sizeof(path);
+  EXPECT_EQ(syncopate_op_path(fake, 128, &path), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_EQ(syncopate_op_input_workspace(fake, 128), 0u);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("is not a live op"));
+  syncopate_op_destroy(fake);  // nothing to free: must not touch it
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("is not a live op"));
+  EXPECT_EQ(not_an_op, 0);
+}
+
 TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
   syncopate_op_config c = AllGather();
   c.num_buckets = 1;

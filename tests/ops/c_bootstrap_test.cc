@@ -61,5 +61,36 @@ TEST(CBootstrapTest, FailuresAreNamed) {
   EXPECT_THAT(s.message(), HasSubstr("delivered rank 4999, outside 0..4095"));
 }
 
+// A C allgather that delivers one broken message: NULL data with a length, or a length far
+// beyond any rendezvous record (the deliver function must neither read NULL nor try to copy it).
+struct BrokenDelivery {
+  const char* data = nullptr;
+  uint64_t length = 5;
+};
+
+int32_t BrokenAllgather(void* user, const char*, uint64_t, syncopate_deliver_fn deliver,
+                        void* ctx) {
+  const auto* b = static_cast<BrokenDelivery*>(user);
+  deliver(ctx, 0, b->data, b->length);
+  return SYNCOPATE_OK;
+}
+
+TEST(CBootstrapTest, BrokenDeliveriesAreNamedNotDereferenced) {
+  std::vector<std::string> all;
+  BrokenDelivery null_data;
+  Status s = BootstrapOf(&BrokenAllgather, &null_data)("x", &all);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("rank 0 with NULL data of length 5"));
+  const char byte = 'z';
+  BrokenDelivery huge{.data = &byte, .length = uint64_t{1} << 62};
+  s = BootstrapOf(&BrokenAllgather, &huge)("x", &all);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("rank 0 with length 4611686018427387904"));
+  BrokenDelivery empty{.data = nullptr, .length = 0};  // an empty message may come as NULL
+  s = BootstrapOf(&BrokenAllgather, &empty)("x", &all);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_THAT(all, ElementsAre(""));
+}
+
 }  // namespace
 }  // namespace syncopate::ops

@@ -130,7 +130,9 @@ int32_t syncopate_check_config(const syncopate_group_config* group,
 int32_t syncopate_choose_path(const syncopate_op_config* config, int32_t world, int64_t m,
                               syncopate_path* out);
 
-/* Collective (every rank of the group, same config); *out is NULL on failure. */
+/* Collective (every rank of the group, same config); *out is NULL on failure. The calls below
+ * take only a handle this returned and syncopate_op_destroy has not destroyed: any other (NULL,
+ * destroyed, made up) is INVALID_ARGUMENT naming it, never a use after free. */
 int32_t syncopate_op_create(const syncopate_group_config* group, const syncopate_op_config* config,
                             syncopate_op** out);
 /* Pointers are device addresses; stream is a CUstream (NULL: the legacy default stream).
@@ -141,8 +143,11 @@ int32_t syncopate_op_run(syncopate_op* op, int64_t m, uint64_t a, uint64_t b, ui
 int32_t syncopate_op_synchronize(syncopate_op* op, void* stream);
 int32_t syncopate_op_error(const syncopate_op* op); /* the sticky error, or SYNCOPATE_OK */
 int32_t syncopate_op_path(const syncopate_op* op, int64_t m, syncopate_path* out);
+/* 0 when m has no input workspace (syncopate_last_error() says why: m out of range, or not a
+ * multiple of the world size). */
 uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m);
-void syncopate_op_destroy(syncopate_op* op); /* NULL is fine */
+/* NULL, or a handle already destroyed, is fine: nothing happens. */
+void syncopate_op_destroy(syncopate_op* op);
 /* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence
 
 from . import _lib
 from .errors import FAILED_PRECONDITION, SyncopateError, invalid_argument
-from .tensors import TensorInfo, current_stream, tensor_info
+from .tensors import current_stream, tensor_info
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,19 @@ def normalize_dtype(dtype):
     raise invalid_argument("dtype %r is not supported; use \"bf16\" or \"fp16\"" % (dtype,))
 
 
-def _int_field(name, value):
+def _int_field(name, value, bits=64):
+    """value as an int that fits the C field's signed `bits` (ctypes would wrap it silently:
+    2**32 + 1 into an int32 is 1), else INVALID_ARGUMENT naming the field."""
     if isinstance(value, bool) or not isinstance(value, int):
         try:
-            return operator.index(value)
+            value = operator.index(value)
         except TypeError:
             raise invalid_argument("%s must be an int, not %s" %
                                    (name, type(value).__name__)) from None
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if not low <= value <= high:
+        raise invalid_argument("%s %d does not fit a %d-bit field (%d..%d)" %
+                               (name, value, bits, low, high))
     return value
 
 
@@ -134,9 +140,9 @@ def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto"
             raise invalid_argument("bucket_paths[%d].backend %r is not one of \"auto\", \"ce\", "
                                    "\"sm\"" % (i, entry_backend))
         target.backend = _lib.BACKENDS[name]
-        target.chunks = _int_field("bucket_paths[%d].chunks" % i, entry.get("chunks", 0))
-    config.chunks = _int_field("chunks", chunks)
-    config.comm_ctas = _int_field("comm_ctas", comm_ctas)
+        target.chunks = _int_field("bucket_paths[%d].chunks" % i, entry.get("chunks", 0), bits=32)
+    config.chunks = _int_field("chunks", chunks, bits=32)
+    config.comm_ctas = _int_field("comm_ctas", comm_ctas, bits=32)
     config.timeout_ms = _int_field("timeout_ms", timeout_ms)  # 0: the library's 2000
     keepalive = None
     if cache_dir:
@@ -154,9 +160,9 @@ def _make_group_config(group):
     if job is None:
         raise invalid_argument("group.job must be a str")
     config.job = job
-    config.rank = _int_field("group.rank", group.rank)
-    config.world = _int_field("group.world", group.world)
-    config.device = _int_field("group.device", group.device)
+    config.rank = _int_field("group.rank", group.rank, bits=32)
+    config.world = _int_field("group.world", group.world, bits=32)
+    config.device = _int_field("group.device", group.device, bits=32)
     config.rendezvous_timeout_ms = _int_field("group.rendezvous_timeout_ms",
                                               group.rendezvous_timeout_ms)
     if config.rendezvous_timeout_ms < 0:
@@ -229,10 +235,10 @@ def choose_path(kind, world, max_m, n, k, m, **options):
     """The path a run at `m` takes (pure: no GPU; the same on every rank). `options` are the op
     constructor's: dtype, backend, path, m_buckets, chunks, comm_ctas, timeout_ms, cache_dir."""
     op_config, keepalive = _make_op_config(kind, max_m, n, k, **options)
+    world, m = _int_field("world", world, bits=32), _int_field("m", m)  # before the library
     out = _lib.new_struct(_lib.Path)
-    _lib.check(_lib.lib().syncopate_choose_path(ctypes.byref(op_config),
-                                                _int_field("world", world),
-                                                _int_field("m", m), ctypes.byref(out)))
+    _lib.check(_lib.lib().syncopate_choose_path(ctypes.byref(op_config), world, m,
+                                                ctypes.byref(out)))
     return _path_info(out)
 
 
@@ -315,7 +321,7 @@ class _Op:
         self.n = n
         self.k = k
         self.dtype = normalize_dtype(dtype)
-        self._last_stream_from_torch = False
+        self._last_stream = 0  # the stream of the last run, which synchronize() waits for
         group_config, job = _make_group_config(group)
         op_config, keepalive = _make_op_config(
             self.KIND, max_m, n, k, dtype=self.dtype, backend=backend, path=path,
@@ -364,21 +370,18 @@ class _Op:
                              b_info, out_info, g_info, max_m=self.max_m,
                              device=self.group.device)
         handle_stream = current_stream(stream, a_info)
-        self._last_stream_from_torch = stream is None and a_info.is_torch
+        self._last_stream = handle_stream
         _lib.check(self._lib.syncopate_op_run(handle, m, a_info.ptr, b_info.ptr, out_info.ptr,
                                               g_info.ptr if g_info else 0,
                                               ctypes.c_void_p(handle_stream or None)))
         return out
 
     def synchronize(self, stream=None):
-        """Waits on the host for every run on `stream` (None: as run() chose it last). A peer
-        that did not deliver is DEADLINE_EXCEEDED, and sticks (later calls return it)."""
+        """Waits on the host for every run on `stream` (None: the stream the last run took,
+        whatever stream is current now; the legacy default stream before any run). A peer that
+        did not deliver is DEADLINE_EXCEEDED, and sticks (later calls return it)."""
         handle = self._live()
-        if stream is None and self._last_stream_from_torch:
-            handle_stream = current_stream(None, TensorInfo(0, (), "bf16", True,
-                                                            self.group.device, is_torch=True))
-        else:
-            handle_stream = current_stream(stream)
+        handle_stream = self._last_stream if stream is None else current_stream(stream)
         _lib.check(self._lib.syncopate_op_synchronize(handle,
                                                       ctypes.c_void_p(handle_stream or None)))
 

@@ -141,8 +141,19 @@ def _from_cai(obj, name):
             contiguous = _c_contiguous(shape, tuple(int(s) // itemsize for s in strides))
     else:
         contiguous = True
-    return TensorInfo(ptr=ptr, shape=shape, dtype=dtype, contiguous=contiguous, device=None,
-                      readonly=readonly)
+    return TensorInfo(ptr=ptr, shape=shape, dtype=dtype, contiguous=contiguous,
+                      device=_cai_device(obj), readonly=readonly)
+
+
+def _cai_device(obj):
+    """The device ordinal of a __cuda_array_interface__ object where it says (CuPy: .device.id;
+    an int .device), else None (unknown: not compared). The interface itself carries no device,
+    and an output on another GPU than the op's would be written through a foreign address."""
+    device = getattr(obj, "device", None)
+    ordinal = getattr(device, "id", device)
+    if isinstance(ordinal, int) and not isinstance(ordinal, bool) and ordinal >= 0:
+        return ordinal
+    return None
 
 
 # --- DLPack --------------------------------------------------------------------------------

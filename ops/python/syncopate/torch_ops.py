@@ -17,7 +17,8 @@ Register each group name first (every rank, before the first call):
 
 An op object is built (collectively: every rank makes the same calls in the same order) on the
 first call per (group, kind, n, k, dtype), with max_m from register_group or else that call's M;
-a later call with a larger M builds a new one.
+a later call with a larger M builds a new one (the old one stays open, for graphs captured with
+it, until unregister_group).
 
 Importing this module imports torch; `import syncopate` never does.
 """
@@ -37,6 +38,9 @@ __all__ = ["register_group", "unregister_group", "fused_all_gather_matmul",
 _lock = threading.Lock()
 _groups = {}  # group_name -> (Group, max_m or None, op options)
 _ops = {}     # (group_name, kind, n, k, dtype) -> op
+# Ops a larger M replaced, kept open until unregister_group: a CUDA graph captured with one
+# replays into its workspace, which must outlive the graph (syncopate/ops.h).
+_retired = {}  # group_name -> [op]
 _generation = {}
 
 
@@ -55,6 +59,8 @@ def unregister_group(group_name):
         _groups.pop(group_name, None)
         for key in [key for key in _ops if key[0] == group_name]:
             _ops.pop(key).close()
+        for op in _retired.pop(group_name, []):
+            op.close()
 
 
 def _registered(group_name):
@@ -89,7 +95,7 @@ def _op_for(group_name, cls, n, k, dtype, m):
         if op is not None and m <= op.max_m:
             return op
         if op is not None:
-            _ops.pop(key).close()
+            _retired.setdefault(group_name, []).append(_ops.pop(key))
         generation = _generation.get(key, 0)
         _generation[key] = generation + 1
         # The registered group with its own job per op: everything else (the allgather

@@ -33,7 +33,14 @@ def has_gpu_device_files():
 class FakeCAI:
     """An object with __cuda_array_interface__ (version 3)."""
 
-    def __init__(self, shape, typestr="<f2", ptr=0x7F0000000000, strides=None, readonly=False):
+    class _Device:  # CuPy's cupy.cuda.Device: the ordinal is .id
+        def __init__(self, ordinal):
+            self.id = ordinal
+
+    def __init__(self, shape, typestr="<f2", ptr=0x7F0000000000, strides=None, readonly=False,
+                 device=None):
+        if device is not None:
+            self.device = FakeCAI._Device(device)
         self.__cuda_array_interface__ = {
             "shape": tuple(shape),
             "typestr": typestr,

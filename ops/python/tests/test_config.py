@@ -177,6 +177,11 @@ class PythonSideChecksTest(unittest.TestCase):
             (dict(m_buckets=list(range(2, 36, 2))), "m_buckets"),
             (dict(max_m="8192"), "max_m"),
             (dict(chunks=1.5), "chunks"),
+            # Too large for the C field: ctypes would wrap them (2**64 + 8192 to 8192) silently.
+            (dict(max_m=2**64 + 8192), "max_m 18446744073709559808 does not fit a 64-bit"),
+            (dict(m=2**64 + 64), "m 18446744073709551680 does not fit"),
+            (dict(world=2**32 + 2), "world 4294967298 does not fit a 32-bit field"),
+            (dict(chunks=2**31), "chunks 2147483648 does not fit"),
         ]
         for override, field in cases:
             with self.subTest(field=field), self._no_library():
@@ -191,6 +196,13 @@ class PythonSideChecksTest(unittest.TestCase):
         with self._no_library(), self.assertRaises(SyncopateError) as cm:
             syncopate.MatmulAllReduce(("tp0", 0, 2), 4096, 64, 64)
         self.assertIn("group", cm.exception.message)
+
+    def test_group_fields_that_do_not_fit_are_named(self):
+        # Rank 2**32 + 1 would reach the library as rank 1.
+        with self._no_library(), self.assertRaises(SyncopateError) as cm:
+            syncopate.MatmulAllReduce(syncopate.Group("tp0", 2**32 + 1, 2), 4096, 64, 64)
+        self.assertEqual(cm.exception.code_name, "INVALID_ARGUMENT")
+        self.assertIn("group.rank 4294967297 does not fit a 32-bit field", cm.exception.message)
 
 
 class CreateWithoutGpuTest(unittest.TestCase):

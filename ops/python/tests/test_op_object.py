@@ -36,7 +36,7 @@ def fake_op(cls, world=4, max_m=1024, n=96, k=64, dtype="fp16", device=0):
     op = cls.__new__(cls)
     op.group = Group("fake", 0, world, device=device)
     op.max_m, op.n, op.k, op.dtype = max_m, n, k, dtype
-    op._last_stream_from_torch = False
+    op._last_stream = 0
     op._lib = FakeLib()
     op._handle = syncopate.ops._lib.OpHandle(0xABC)
     return op
@@ -58,6 +58,24 @@ class RunTest(unittest.TestCase):
         op.synchronize()
         op.synchronize(stream=0x99)
         self.assertEqual(op._lib.syncs, [None, 0x99])
+
+    def test_an_output_on_another_gpu_is_refused_before_the_library(self):
+        op = fake_op(syncopate.MatmulReduceScatter, device=0)
+        with self.assertRaises(SyncopateError) as cm:
+            op.run(FakeCAI((128, 64)), FakeCAI((96, 64)), FakeCAI((32, 96), device=1))
+        self.assertEqual(cm.exception.code_name, "INVALID_ARGUMENT")
+        self.assertIn("out is on device 1; the op's group is on device 0", cm.exception.message)
+        self.assertEqual(op._lib.runs, [])
+
+    def test_synchronize_waits_for_the_stream_the_last_run_took(self):
+        # Not whatever stream is current when synchronize() is called: a run inside
+        # `with torch.cuda.stream(s)` synchronized outside it must still wait for s.
+        op = fake_op(syncopate.MatmulReduceScatter)
+        op.run(FakeCAI((128, 64)), FakeCAI((96, 64)), FakeCAI((32, 96)), stream=0x55)
+        op.synchronize()
+        op.run(FakeCAI((128, 64)), FakeCAI((96, 64)), FakeCAI((32, 96)), stream=0x66)
+        op.synchronize()
+        self.assertEqual(op._lib.syncs, [0x55, 0x66])
 
     def test_mixed_adapters(self):
         op = fake_op(syncopate.MatmulAllReduce, dtype="bf16", device=1)

@@ -19,6 +19,11 @@ class CudaArrayInterfaceTest(unittest.TestCase):
         self.assertIsNone(info.device)
         self.assertFalse(info.is_torch)
 
+    def test_device_where_the_object_says_it(self):
+        # CuPy arrays carry .device.id; the interface itself names no device.
+        self.assertEqual(tensor_info(FakeCAI((128, 64), device=1), "a").device, 1)
+        self.assertIsNone(tensor_info(FakeCAI((128, 64)), "a").device)
+
     def test_explicit_c_contiguous_strides_accepted(self):
         info = tensor_info(FakeCAI((128, 64), strides=(128, 2)), "b")
         self.assertTrue(info.contiguous)
