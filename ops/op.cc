@@ -132,6 +132,7 @@ struct Op::Impl {
   std::vector<Variant> variants;            // ascending bucket_m
   absl::Status sticky;
 
+  ~Impl();
   const cuda::DriverApi& api() const { return rt->api(); }
   absl::Status ApplyMeasuredPaths(int cc);
   absl::Status AllocateWorkspace();
@@ -371,8 +372,21 @@ absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream
   return rt->Launch(*bound.comm, stream, options);
 }
 
+// Members go in reverse order: the variants' modules and the padded operands before rt, whose
+// Group waits for this rank's work to end. So wait first, with the op's context current (the
+// destroying thread may have none, and the frees would then fail and leak).
+Op::Impl::~Impl() {
+  if (rt == nullptr) return;
+  // Fails only without a retained context, when there is nothing to wait for.
+  if (!rt->group().context().MakeCurrent().ok()) return;
+  CU_LOG_IF_ERROR(api().cuCtxSynchronize());
+}
+
 absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   RETURN_IF_ERROR(CheckRunArgs(args));
+  // A run may come from another thread than Create (an engine's worker): the copies and the
+  // capture query below come before Group::Launch makes the context current.
+  RETURN_IF_ERROR(rt->group().context().MakeCurrent());
   ASSIGN_OR_RETURN(Variant * variant, VariantFor(args.m));
   Variant& v = *variant;
   RETURN_IF_ERROR(CheckCapturable(v, stream));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -209,6 +210,51 @@ TEST_F(OpsGpuTest, APeerThatNeverRunsIsNamedAndTheErrorSticks) {
       return absl::InternalError("error not sticky: " + again.ToString());
     }
     return absl::OkStatus();
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+}
+
+// An engine may create the op on one thread and run it on a worker that has no CUDA context
+// current: the run's first calls (the capture query, the input copy) must not fail for that,
+// nor the op's teardown on such a thread.
+TEST_F(OpsGpuTest, RunsAndTeardownFromAThreadWithoutTheContextWork) {
+  const std::string job = workloads::UniqueGroupId("ops_thread");
+  std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
+    OpConfig config;
+    config.max_m = 512;
+    config.n = 256;
+    config.k = 128;
+    config.cache_dir = workloads::TestCacheDir();
+    Result<std::unique_ptr<Op>> created =
+        Op::Create({.job = job, .rank = rank, .world = 2}, config);
+    OPS_RETURN_IF_ERROR(created.status());
+    std::unique_ptr<Op> op = std::move(*created);
+    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer a,
+                     cuda::DeviceBuffer::Allocate(*api, size_t{256} * 128 * 2));
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer b,
+                     cuda::DeviceBuffer::Allocate(*api, size_t{256} * 128 * 2));
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer c,
+                     cuda::DeviceBuffer::Allocate(*api, size_t{512} * 256 * 2));
+    ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
+    absl::Status worker;
+    std::thread([&] {
+      CUcontext none = nullptr;
+      if (api->cuCtxSetCurrent(none) != CUDA_SUCCESS) {  // new threads have none; make sure
+        worker = absl::InternalError("could not clear the thread's context");
+        return;
+      }
+      RunArgs args{.m = 512, .a = a.get(), .b = b.get(), .c = c.get()};
+      Status s = op->Run(args, stream.get());
+      if (s.ok()) s = op->Synchronize(stream.get());
+      if (!s.ok()) {
+        worker = absl::InternalError("run from a thread without the context: " + s.ToString());
+        return;
+      }
+      op.reset();  // the teardown on this thread too
+    }).join();
+    return worker;
   });
   EXPECT_TRUE(results[0].ok()) << results[0];
   EXPECT_TRUE(results[1].ok()) << results[1];
