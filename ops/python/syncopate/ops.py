@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence
 
 from . import _lib
 from .errors import FAILED_PRECONDITION, SyncopateError, invalid_argument
-from .tensors import current_stream, tensor_info
+from .tensors import current_stream, producers_stream, tensor_info
 
 
 @dataclass(frozen=True)
@@ -356,20 +356,28 @@ class _Op:
 
     def run(self, a, b, out, a_gathered=None, stream=None):
         """Runs the op on `stream` (None: the current torch stream for torch tensors, else the
-        legacy default stream). Stream-ordered: returns before the GPU finishes. Capturable in
+        stream the tensors' __cuda_array_interface__ names, else the legacy default stream; a
+        DLPack producer is told the stream). Stream-ordered: returns before the GPU finishes. Capturable in
         torch.cuda.graph after one run of the same M bucket outside the capture
         (syncopate/ops.h, Op::Run); the tensors' memory must outlive the graph."""
         handle = self._live()
-        a_info = tensor_info(a, "a")
-        b_info = tensor_info(b, "b")
-        out_info = tensor_info(out, "out", allow_readonly=False)
+        given = None if stream is None else current_stream(stream)
+        a_info = tensor_info(a, "a", consumer_stream=given)
+        b_info = tensor_info(b, "b", consumer_stream=given)
+        out_info = tensor_info(out, "out", allow_readonly=False, consumer_stream=given)
         g_info = None
         if a_gathered is not None:
-            g_info = tensor_info(a_gathered, "a_gathered", allow_readonly=False)
+            g_info = tensor_info(a_gathered, "a_gathered", allow_readonly=False,
+                                 consumer_stream=given)
         m = check_run_shapes(self.KIND, self.group.world, self.n, self.k, self.dtype, a_info,
                              b_info, out_info, g_info, max_m=self.max_m,
                              device=self.group.device)
-        handle_stream = current_stream(stream, a_info)
+        handle_stream = given
+        if handle_stream is None and not a_info.is_torch:
+            handle_stream = producers_stream([("a", a_info), ("b", b_info), ("out", out_info),
+                                              ("a_gathered", g_info)])
+        if handle_stream is None:
+            handle_stream = current_stream(None, a_info)
         self._last_stream = handle_stream
         _lib.check(self._lib.syncopate_op_run(handle, m, a_info.ptr, b_info.ptr, out_info.ptr,
                                               g_info.ptr if g_info else 0,

@@ -27,6 +27,9 @@ class TensorInfo(NamedTuple):
     device: Optional[int]     # CUDA device ordinal; None where the interface does not say
     is_torch: bool = False
     readonly: bool = False
+    # __cuda_array_interface__'s "stream": where the producer's work on it is ordered (1: the
+    # legacy default stream, 2: per-thread default, else a handle); None: nothing to order.
+    stream: Optional[int] = None
 
 
 def _c_contiguous(shape, strides):
@@ -142,7 +145,18 @@ def _from_cai(obj, name):
     else:
         contiguous = True
     return TensorInfo(ptr=ptr, shape=shape, dtype=dtype, contiguous=contiguous,
-                      device=_cai_device(obj), readonly=readonly)
+                      device=_cai_device(obj), readonly=readonly, stream=_cai_stream(cai, name))
+
+
+def _cai_stream(cai, name):
+    stream = cai.get("stream")
+    if stream is None:
+        return None
+    if isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0:
+        # 0 is disallowed by the interface (ambiguous between None and a default stream).
+        raise invalid_argument("%s: __cuda_array_interface__ stream %r is not None, 1, 2 or a "
+                               "stream handle" % (name, stream))
+    return stream
 
 
 def _cai_device(obj):
@@ -278,7 +292,7 @@ def read_dlpack_capsule(capsule, name):
                       device=int(tensor.device.device_id), readonly=readonly)
 
 
-def _from_dlpack(obj, name):
+def _from_dlpack(obj, name, consumer_stream=None):
     device = getattr(obj, "__dlpack_device__", None)
     if device is not None:
         device_type, _ = device()
@@ -286,8 +300,11 @@ def _from_dlpack(obj, name):
             raise invalid_argument(
                 "%s is not in CUDA device memory (DLPack device %s); the ops need kDLCUDA" %
                 (name, _DL_DEVICE_NAMES.get(int(device_type), str(device_type))))
+    # The stream the op will run on, so the producer orders its work before it (DLPack spells
+    # the legacy default stream 1; None: the producer assumes the legacy default stream).
+    dl_stream = None if consumer_stream is None else (consumer_stream or 1)
     try:
-        capsule = obj.__dlpack__(stream=None)
+        capsule = obj.__dlpack__(stream=dl_stream)
     except TypeError as e:  # producers of DLPack before the stream argument
         if "stream" not in str(e):
             raise
@@ -301,10 +318,11 @@ def _from_dlpack(obj, name):
 
 # --- entry points --------------------------------------------------------------------------
 
-def tensor_info(obj, name, allow_readonly=None):
+def tensor_info(obj, name, allow_readonly=None, consumer_stream=None):
     """The TensorInfo of `obj`, checked to be a C-contiguous 2-D bf16/fp16 CUDA matrix. `name`
     ("a", "b", "out", ...) names the argument in errors. allow_readonly None: read-only memory
-    is fine unless `name` is an output ("out", "a_gathered")."""
+    is fine unless `name` is an output ("out", "a_gathered"). consumer_stream: the handle the op
+    will run on where already known (a DLPack producer orders its work before it)."""
     if isinstance(obj, TensorInfo):
         return _require(obj, name, allow_readonly)
     if _is_torch_like(obj):
@@ -316,13 +334,33 @@ def tensor_info(obj, name, allow_readonly=None):
         except _NeedsDLPack as e:
             cai_problem = str(e)
     if hasattr(obj, "__dlpack__"):
-        return _require(_from_dlpack(obj, name), name, allow_readonly)
+        return _require(_from_dlpack(obj, name, consumer_stream), name, allow_readonly)
     if cai_problem is not None:
         raise invalid_argument(cai_problem)
     raise invalid_argument(
         "%s (a %s) is not a tensor the ops understand: pass a torch tensor, an object with "
         "__cuda_array_interface__ (fp16) or one with __dlpack__" %
         (name, type(obj).__module__ + "." + type(obj).__qualname__))
+
+
+def producers_stream(infos):
+    """For a run given no stream, of tensors that are not torch's: the one stream their
+    __cuda_array_interface__ says their producers' work is ordered on (CAI v3: the consumer
+    enqueues on it), as a handle (0 for the legacy default stream); None if none says.
+    INVALID_ARGUMENT naming them if they say different streams: this package cannot order one
+    stream after another, so the caller passes stream= after ordering them."""
+    said = [(name, info.stream) for name, info in infos if info is not None and
+            info.stream is not None]
+    streams = {stream for _, stream in said}
+    if not streams:
+        return None
+    if len(streams) > 1:
+        raise invalid_argument(
+            "the tensors' __cuda_array_interface__ name different streams (%s); pass stream= "
+            "(after ordering the producers' work before it)" %
+            ", ".join("%s: %#x" % (name, stream) for name, stream in said))
+    stream = streams.pop()
+    return 0 if stream == 1 else stream
 
 
 def current_stream(stream=None, tensor=None):

@@ -38,7 +38,7 @@ class FakeCAI:
             self.id = ordinal
 
     def __init__(self, shape, typestr="<f2", ptr=0x7F0000000000, strides=None, readonly=False,
-                 device=None):
+                 device=None, stream=None):
         if device is not None:
             self.device = FakeCAI._Device(device)
         self.__cuda_array_interface__ = {
@@ -48,6 +48,8 @@ class FakeCAI:
             "version": 3,
             "strides": strides,
         }
+        if stream is not None:
+            self.__cuda_array_interface__["stream"] = stream
 
 
 class FakeTorchLike:

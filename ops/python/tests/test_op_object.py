@@ -77,6 +77,36 @@ class RunTest(unittest.TestCase):
         op.synchronize()
         self.assertEqual(op._lib.syncs, [0x55, 0x66])
 
+    def test_a_stream_the_arrays_name_is_the_run_stream(self):
+        # CAI v3: the consumer enqueues on the stream the producer named (1: legacy default).
+        op = fake_op(syncopate.MatmulReduceScatter)
+        op.run(FakeCAI((128, 64), stream=0x55), FakeCAI((96, 64), stream=0x55),
+               FakeCAI((32, 96)))
+        op.run(FakeCAI((128, 64), stream=1), FakeCAI((96, 64)), FakeCAI((32, 96), stream=1))
+        op.run(FakeCAI((128, 64), stream=0x55), FakeCAI((96, 64)), FakeCAI((32, 96)),
+               stream=0x66)  # the caller's stream wins
+        self.assertEqual([run[-1] for run in op._lib.runs], [0x55, None, 0x66])
+        with self.assertRaises(SyncopateError) as cm:
+            op.run(FakeCAI((128, 64), stream=0x55), FakeCAI((96, 64), stream=0x66),
+                   FakeCAI((32, 96)))
+        self.assertEqual(cm.exception.code_name, "INVALID_ARGUMENT")
+        self.assertIn("different streams (a: 0x55, b: 0x66); pass stream=", cm.exception.message)
+        with self.assertRaises(SyncopateError) as cm:
+            op.run(FakeCAI((128, 64), stream=0), FakeCAI((96, 64)), FakeCAI((32, 96)))
+        self.assertIn("a: __cuda_array_interface__ stream 0", cm.exception.message)
+        self.assertEqual(len(op._lib.runs), 3)
+
+    def test_a_dlpack_producer_is_told_the_run_stream(self):
+        op = fake_op(syncopate.MatmulAllReduce, dtype="bf16", device=1)
+        a = FakeDLPack((16, 64), device_id=1, data=0xA000)
+        b = FakeDLPack((96, 64), device_id=1, data=0xB000)
+        out = FakeDLPack((16, 96), device_id=1, data=0xC000)
+        op.run(a, b, out, stream=0x77)
+        op.run(a, b, out, stream=0)  # DLPack spells the legacy default stream 1
+        op.run(a, b, out)  # none known: the producer assumes the legacy default stream
+        self.assertEqual(a.stream_args, [0x77, 1, None])
+        self.assertEqual(out.stream_args, [0x77, 1, None])
+
     def test_mixed_adapters(self):
         op = fake_op(syncopate.MatmulAllReduce, dtype="bf16", device=1)
         op.run(FakeDLPack((16, 64), device_id=1, data=0xA000),
