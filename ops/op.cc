@@ -21,6 +21,7 @@
 #include "core/base/status_macros.h"
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
+#include "ops/core/op_agreement.h"
 #include "ops/core/op_kernels.h"
 #include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
@@ -135,6 +136,7 @@ struct Op::Impl {
   ~Impl();
   const cuda::DriverApi& api() const { return rt->api(); }
   absl::Status ApplyMeasuredPaths(int cc);
+  absl::Status CheckRanksAgree();
   absl::Status AllocateWorkspace();
   absl::Status PlanVariant(int64_t bucket_m, int cc);
   absl::Status PrebuildKernels();
@@ -164,6 +166,27 @@ absl::Status Op::Impl::ApplyMeasuredPaths(int cc) {
                         .k = config.k};
   ASSIGN_OR_RETURN(std::vector<MeasuredBucket> measured, LookupOpTuning(config.cache_dir, key));
   config = WithMeasuredPaths(config, group.world, measured, OpTuningPath(config.cache_dir, key));
+  return absl::OkStatus();
+}
+
+// Before anything is allocated or compiled: every rank's buckets and their paths (after the
+// tuning files, which each rank reads from its own cache_dir) must be the same, or their runs
+// would launch different kernels against each other (op_agreement.h).
+absl::Status Op::Impl::CheckRanksAgree() {
+  Result<std::vector<std::pair<std::string, std::string>>> mine = AgreedFields(config, group.world);
+  if (!mine.ok()) return ToAbsl(mine.status());
+  ASSIGN_OR_RETURN(std::vector<cuda::PeerMessage> all,
+                   rt->group().rendezvous().AllGather(EncodeAgreedFields(*mine)));
+  for (int peer = 0; peer < static_cast<int>(all.size()); ++peer) {
+    if (peer == group.rank) continue;
+    if (std::optional<std::string> differs =
+            FirstDisagreement(*mine, DecodeAgreedFields(all[peer].bytes), peer)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ranks' configs differ: ", *differs,
+                       " (every rank must create the op with the same config and buckets, "
+                       "and read the same tuning file)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -473,6 +496,7 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
                        "; the ops need ", kMinComputeCapability / 10, ".0 or newer"));
     }
     RETURN_IF_ERROR(impl->ApplyMeasuredPaths(cc));
+    RETURN_IF_ERROR(impl->CheckRanksAgree());
     RETURN_IF_ERROR(impl->AllocateWorkspace());
     for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->PlanVariant(bucket, cc));
     RETURN_IF_ERROR(impl->PrebuildKernels());

@@ -179,16 +179,22 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Rank 1 creates the op and never runs it: rank 0's wait ends at its deadline naming rank 1,
 // and every later call returns that same error.
+// A small AllGather+GEMM op (n 256, k 128) for the tests of faults and threads.
+OpConfig SmallOp(int64_t max_m) {
+  OpConfig config;
+  config.max_m = max_m;
+  config.n = 256;
+  config.k = 128;
+  config.cache_dir = workloads::TestCacheDir();
+  return config;
+}
+
 TEST_F(OpsGpuTest, APeerThatNeverRunsIsNamedAndTheErrorSticks) {
   const std::string job = workloads::UniqueGroupId("ops_absent");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
-    OpConfig config;
-    config.max_m = 512;
-    config.n = 256;
-    config.k = 128;
+    OpConfig config = SmallOp(512);
     config.path = PathPreference::kFused;
     config.timeout_ms = 1500;
-    config.cache_dir = workloads::TestCacheDir();
     Result<std::unique_ptr<Op>> op = Op::Create({.job = job, .rank = rank, .world = 2}, config);
     OPS_RETURN_IF_ERROR(op.status());
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
@@ -215,19 +221,33 @@ TEST_F(OpsGpuTest, APeerThatNeverRunsIsNamedAndTheErrorSticks) {
   EXPECT_TRUE(results[1].ok()) << results[1];
 }
 
+// Ranks whose configs would launch different kernels (other buckets here) are told so at Create,
+// naming the field, instead of running against each other.
+TEST_F(OpsGpuTest, RanksWithDifferentBucketsFailCreateNamingThem) {
+  const std::string job = workloads::UniqueGroupId("ops_disagree");
+  std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(2), [&](int rank) {
+    OpConfig config = SmallOp(1024);
+    config.m_buckets = rank == 0 ? std::vector<int64_t>{512} : std::vector<int64_t>{256};
+    Result<std::unique_ptr<Op>> op = Op::Create({.job = job, .rank = rank, .world = 2}, config);
+    if (op.ok()) return absl::InternalError("Create succeeded with different buckets");
+    if (op.status().code() != StatusCode::kFailedPrecondition ||
+        op.status().message().find("m_buckets") == std::string::npos) {
+      return absl::InternalError("not named: " + op.status().ToString());
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+}
+
 // An engine may create the op on one thread and run it on a worker that has no CUDA context
 // current: the run's first calls (the capture query, the input copy) must not fail for that,
 // nor the op's teardown on such a thread.
 TEST_F(OpsGpuTest, RunsAndTeardownFromAThreadWithoutTheContextWork) {
   const std::string job = workloads::UniqueGroupId("ops_thread");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
-    OpConfig config;
-    config.max_m = 512;
-    config.n = 256;
-    config.k = 128;
-    config.cache_dir = workloads::TestCacheDir();
     Result<std::unique_ptr<Op>> created =
-        Op::Create({.job = job, .rank = rank, .world = 2}, config);
+        Op::Create({.job = job, .rank = rank, .world = 2}, SmallOp(512));
     OPS_RETURN_IF_ERROR(created.status());
     std::unique_ptr<Op> op = std::move(*created);
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
