@@ -16,15 +16,9 @@ std::string Join(const std::vector<int64_t>& values) {
 const char* DTypeName(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
 
 const char* PreferenceName(PathPreference path) {
-  switch (path) {
-    case PathPreference::kFused:
-      return "fused";
-    case PathPreference::kUnfused:
-      return "unfused";
-    case PathPreference::kAuto:
-      break;
-  }
-  return "auto";
+  static constexpr const char* kNames[] = {"auto", "fused", "unfused"};  // enum order
+  const int i = static_cast<int>(path);
+  return i >= 0 && i < 3 ? kNames[i] : "unknown";
 }
 
 }  // namespace

@@ -179,6 +179,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Rank 1 creates the op and never runs it: rank 0's wait ends at its deadline naming rank 1,
 // and every later call returns that same error.
+void ExpectBothRanksOk(const std::vector<absl::Status>& results) {
+  ASSERT_EQ(results.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+}
+
 // A small AllGather+GEMM op (n 256, k 128) for the tests of faults and threads.
 OpConfig SmallOp(int64_t max_m) {
   OpConfig config;
@@ -217,8 +222,7 @@ TEST_F(OpsGpuTest, APeerThatNeverRunsIsNamedAndTheErrorSticks) {
     }
     return absl::OkStatus();
   });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  ExpectBothRanksOk(results);
 }
 
 // Ranks whose configs would launch different kernels (other buckets here) are told so at Create,
@@ -236,8 +240,7 @@ TEST_F(OpsGpuTest, RanksWithDifferentBucketsFailCreateNamingThem) {
     }
     return absl::OkStatus();
   });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  ExpectBothRanksOk(results);
 }
 
 // An engine may create the op on one thread and run it on a worker that has no CUDA context
@@ -276,8 +279,7 @@ TEST_F(OpsGpuTest, RunsAndTeardownFromAThreadWithoutTheContextWork) {
     }).join();
     return worker;
   });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  ExpectBothRanksOk(results);
 }
 
 }  // namespace
