@@ -64,8 +64,8 @@ def _kind_name(kind):
     return _lib.KIND_NAMES[_kind_value(kind)]
 
 
-def normalize_dtype(dtype):
-    """"bf16" / "fp16" from the accepted spellings; INVALID_ARGUMENT naming dtype otherwise."""
+def normalize_dtype(dtype, what="dtype"):
+    """"bf16" / "fp16" from the accepted spellings; INVALID_ARGUMENT naming `what` otherwise."""
     if isinstance(dtype, str):
         name = _lib.DTYPE_ALIASES.get(dtype.lower())
         if name is not None:
@@ -74,7 +74,7 @@ def normalize_dtype(dtype):
         name = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype))
         if name is not None:
             return name
-    raise invalid_argument("dtype %r is not supported; use \"bf16\" or \"fp16\"" % (dtype,))
+    raise invalid_argument("%s %r is not supported; use \"bf16\" or \"fp16\"" % (what, dtype))
 
 
 def _int_field(name, value, bits=64):

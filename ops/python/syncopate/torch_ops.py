@@ -173,7 +173,7 @@ def _all_gather_matmul_cuda(A, Bs, gather_dim, group_name, return_A=True):
     A2 = _flat_rows(A, "A")
     k = A2.shape[1]
     m = A2.shape[0] * group.world
-    dtype = normalize_dtype(A.dtype)
+    dtype = normalize_dtype(A.dtype, "A's dtype")
     gathered_shape = (A.shape[0] * group.world,) + tuple(A.shape[1:])
     need_gathered = return_A or len(Bs) > 1
     A_gathered = A2.new_empty(m, k) if need_gathered else None
@@ -201,7 +201,7 @@ def _matmul_reduce_scatter_cuda(A, B, reduce_op, scatter_dim, group_name):
     _check_scatter(A, reduce_op, scatter_dim, group.world)
     A2 = _flat_rows(A, "A")
     W = _weight(B, "B")
-    dtype = normalize_dtype(A.dtype)
+    dtype = normalize_dtype(A.dtype, "A's dtype")
     m = A2.shape[0]
     op = _op_for(group_name, MatmulReduceScatter, W.shape[0], A2.shape[1], dtype, m)
     out = A2.new_empty(m // group.world, W.shape[0])

@@ -162,6 +162,12 @@ class PythonSideChecksTest(unittest.TestCase):
                     syncopate.AllGatherMatmul(Group("tp0", 0, 2), 4096, 64, 64, dtype=dtype)
                 self.assertIn("dtype", cm.exception.message)
 
+    def test_a_bad_dtype_names_what_had_it(self):
+        from syncopate.ops import normalize_dtype
+        with self.assertRaises(SyncopateError) as cm:
+            normalize_dtype("torch.float32", "A's dtype")
+        self.assertIn("A's dtype 'torch.float32' is not supported", cm.exception.message)
+
     def test_dtype_spellings(self):
         from syncopate.ops import normalize_dtype
         self.assertEqual(normalize_dtype("bf16"), "bf16")
