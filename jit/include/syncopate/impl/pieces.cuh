@@ -227,7 +227,8 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
 
 // Thread 0 of a joined group: the global index of a step it may take now (the first not fully
 // claimed step of some channel of this rank, dependencies met, the channel's previous step
-// complete), -1 when none is left that it may wait for, -2 when the launch aborted.
+// complete), -1 when none is left that it may wait for, -2 when the launch aborted (checked
+// before every round).
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
 // peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default), and
@@ -242,6 +243,10 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   SpinState st;
   unsigned long long peer_wait_since = 0ull;  // when only steps waiting for peers were left
   for (;;) {
+    // An aborted launch's joined CTAs take nothing more (its first pass finds steps ready
+    // without spinning, where SpinRound would see the abort): a step claimed part-way after
+    // the abort would leave its counter for the next launch to trip over.
+    if (DeviceAborted(args)) return -2;
     bool wait_locally = false;
     bool wait_for_peer = false;
     WaitEntry blocked{0, 0, -1, -1};
