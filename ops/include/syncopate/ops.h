@@ -133,7 +133,8 @@ class Op {
   // Collective: every rank of `group` calls it with the same OpConfig. Joins the group, allocates
   // and exchanges the symmetric workspace, and builds every bucket's kernels (through the kernel
   // cache in cache_dir). Unavailable when there is no GPU (the message says why), InvalidArgument
-  // for a bad config or a GPU the kernels cannot run on.
+  // for a bad config or a GPU the kernels cannot run on, FailedPrecondition naming the field
+  // where another rank's config, buckets or their paths (after its tuning file) differ.
   static Result<std::unique_ptr<Op>> Create(const GroupConfig& group, const OpConfig& config);
   ~Op();
   Op(const Op&) = delete;
@@ -146,7 +147,8 @@ class Op {
   // `b` is read where it lies, a new pointer at any run (weights that are reloaded or synced
   // cost nothing). Never allocates device memory except on the first run of each M bucket (its
   // binding: warm up before capturing) and never waits on the host. Every rank must run the same
-  // sequence of Ms, in stream order (one stream, or streams joined by events).
+  // sequence of Ms, in stream order (one stream, or streams joined by events). Any thread may
+  // run it (the run makes the op's CUDA context current), one at a time.
   //
   // Capturable: a run on a stream being captured into the caller's CUDA graph is recorded, and
   // every replay of the graph is a new run (the kernels take their launch epoch on the device),
