@@ -68,16 +68,17 @@ int32_t Invalid(const std::string& message) {
   return Report(Status(StatusCode::kInvalidArgument, message));
 }
 
+int32_t NotLive(const syncopate_op* op) {
+  char address[32];
+  std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(op));
+  return Invalid(std::string("op ") + address +
+                 " is not a live op (destroyed, or not returned by syncopate_op_create)");
+}
+
 // INVALID_ARGUMENT naming the handle unless it is a live op; SYNCOPATE_OK otherwise.
 int32_t CheckLive(const syncopate_op* op) {
   if (op == nullptr) return Invalid("op is NULL");
-  if (!Live().Contains(op)) {
-    char address[32];
-    std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(op));
-    return Invalid(std::string("op ") + address +
-                   " is not a live op (destroyed, or not returned by syncopate_op_create)");
-  }
-  return SYNCOPATE_OK;
+  return Live().Contains(op) ? SYNCOPATE_OK : NotLive(op);
 }
 
 // Runs `body` (returning a Status), turning any C++ exception into INTERNAL.
@@ -252,19 +253,18 @@ int32_t syncopate_op_path(const syncopate_op* op, int64_t m, syncopate_path* out
 uint64_t syncopate_op_input_workspace(const syncopate_op* op, int64_t m) {
   if (CheckLive(op) != SYNCOPATE_OK) return 0;
   uint64_t address = 0;
-  const int32_t code = Guarded([&] {
-    Result<ops::PathChoice> path = op->op->Path(m);  // why an M has no workspace
-    if (!path.ok()) return path.status();
+  Guarded([&] {
     address = op->op->InputWorkspace(m);
-    return Status::Ok();
+    // 0: Path says why (an M out of range); OK where the op has no input workspace.
+    return address != 0 ? Status::Ok() : op->op->Path(m).status();
   });
-  return code == SYNCOPATE_OK ? address : 0;
+  return address;
 }
 
 void syncopate_op_destroy(syncopate_op* op) {
   if (op == nullptr) return;
   if (!Live().Remove(op)) {  // destroyed before, or never created: nothing to free
-    CheckLive(op);           // says so in syncopate_last_error()
+    NotLive(op);             // says so in syncopate_last_error()
     return;
   }
   delete op;

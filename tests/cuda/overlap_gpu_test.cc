@@ -13,6 +13,7 @@
 #include "tests/cuda/gpu_test_env.h"
 #if SYNCOPATE_GPU_TEST_WITH_DAEMON
 #include "tests/cuda/daemon_fetcher.h"
+#include "tests/testing/rank_results.h"
 #include "tests/testing/subprocess.h"
 #endif
 #include "runtime/cuda/workloads/multiprocess.h"
@@ -22,6 +23,7 @@ namespace syncopate::testing {
 namespace {
 
 using cuda::Backend;
+using ::syncopate::testing::ExpectEveryRankOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using workloads::RunAllGatherGemm;
@@ -33,14 +35,6 @@ using workloads::WorkloadConfig;
 uint64_t FreshSeed() {
   static std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
-
-// Every rank's run returned OK; a failure names the case (`what`, when given) and the rank.
-void ExpectEveryRankOk(const std::vector<absl::Status>& results, std::string_view what = "") {
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << what << (what.empty() ? "" : ", ") << "rank " << r << ": "
-                                 << results[r];
-  }
 }
 
 struct Param {

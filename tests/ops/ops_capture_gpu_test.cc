@@ -17,6 +17,7 @@
 #include "runtime/cuda/workloads/workloads.h"
 #include "syncopate/ops.h"
 #include "tests/ops/ops_gpu_support.h"
+#include "tests/testing/rank_results.h"
 
 namespace syncopate::ops::gpu_test {
 namespace {
@@ -267,8 +268,7 @@ TEST_F(OpsGpuTest, APeerThatStopsReplayingIsNamedByAStickyError) {
     }
     return absl::OkStatus();
   });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  ::syncopate::testing::ExpectEveryRankOk(results);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "runtime/cuda/workloads/workloads.h"
 #include "syncopate/ops.h"
 #include "tests/ops/ops_gpu_support.h"
+#include "tests/testing/rank_results.h"
 
 namespace syncopate::ops::gpu_test {
 namespace {
@@ -181,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and every later call returns that same error.
 void ExpectBothRanksOk(const std::vector<absl::Status>& results) {
   ASSERT_EQ(results.size(), 2u);
-  for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+  ::syncopate::testing::ExpectEveryRankOk(results);
 }
 
 // A small AllGather+GEMM op (n 256, k 128) for the tests of faults and threads.

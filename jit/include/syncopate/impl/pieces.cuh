@@ -227,8 +227,7 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
 
 // Thread 0 of a joined group: the global index of a step it may take now (the first not fully
 // claimed step of some channel of this rank, dependencies met, the channel's previous step
-// complete), -1 when none is left that it may wait for, -2 when the launch aborted (checked
-// before every round).
+// complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
 // peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default), and
@@ -240,13 +239,13 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
   const int chan_end = Tables::chan_base()[args.rank + 1];
   const bool own_chunks_wait_for_nobody = TilesWaitForNothing<Tables>(args);
+  // An aborted launch's joined CTAs take nothing more: the first pass may find a step ready
+  // without spinning, and a step claimed part-way after the abort would leave its counter for
+  // the next launch to trip over. Later passes follow a SpinRound, which checks the abort.
+  if (DeviceAborted(args)) return -2;
   SpinState st;
   unsigned long long peer_wait_since = 0ull;  // when only steps waiting for peers were left
   for (;;) {
-    // An aborted launch's joined CTAs take nothing more (its first pass finds steps ready
-    // without spinning, where SpinRound would see the abort): a step claimed part-way after
-    // the abort would leave its counter for the next launch to trip over.
-    if (DeviceAborted(args)) return -2;
     bool wait_locally = false;
     bool wait_for_peer = false;
     WaitEntry blocked{0, 0, -1, -1};
