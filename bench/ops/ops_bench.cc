@@ -1,16 +1,18 @@
 // The ops (syncopate/ops.h) as an engine calls them: ranks as forked processes on one GPU (run
 // it under MPS for concurrent ranks, ../shared/DEVICE.md), one op per run, and per M:
-//   - the GPU time of a run (events around --reps runs, inputs copied in and outputs out
-//     included, as the engine pays them), against cuBLAS's time for the same per-rank GEMM
-//     measured by the same rank in the same run;
+//   - the GPU time of a run (events around --reps runs, the median of --rounds such blocks;
+//     inputs copied in and outputs out included, as the engine pays them), against cuBLAS's
+//     time for the same per-rank GEMM measured by the same rank in the same run;
 //   - the host time of one Run call (--calls calls issued back to back after a sync, averaged;
 //     the goal is 10 us at M=128 with everything cached; --shard-in-workspace measures it with
 //     the AllGather's shard already in the op's workspace, as an engine writing it there would);
 //   - the GPU time of a replay of one run captured in a CUDA graph, against the direct run (the
-//     goal: within 2%); "-" where the capture is refused.
+//     goal: within 2%; timed in blocks alternating with the direct runs'); "-" where the
+//     capture is refused.
 // Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
 // Python check reports the slowest); each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -49,6 +51,7 @@ struct BenchConfig {
   int chunks = 0;
   int comm_ctas = 0;  // 0: the runtime's default
   int reps = 20;
+  int rounds = 5;  // alternating blocks of direct runs and graph replays (TimeRunsAndReplays)
   // Fewer Run calls than the launch queue holds (each issues ~10 stream operations): with 200 the
   // loop waited for the GPU (bench/RESULTS.md, 2026-12-05 fourth session), not for the calls.
   int calls = 20;
@@ -150,9 +153,9 @@ absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
   return ms;
 }
 
-// Milliseconds per replay of a graph holding one run at `m` (captured after TimeRuns warmed it
-// up); nullopt when the op refuses the capture (FailedPrecondition: the copy engine).
-absl::StatusOr<std::optional<double>> TimeGraphReplays(RankSetup& r, int64_t m, int reps) {
+// A graph holding one run at `m`, instantiated (captured after warm-up runs);
+// nullopt when the op refuses the capture (FailedPrecondition: the copy engine).
+absl::StatusOr<std::optional<cuda::Graph>> CaptureRun(RankSetup& r, int64_t m) {
   const cuda::DriverApi& api = *r.api;
   CUstream stream = r.stream.get();
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -164,15 +167,66 @@ absl::StatusOr<std::optional<double>> TimeGraphReplays(RankSetup& r, int64_t m, 
   RETURN_IF_ERROR(ToAbsl(ran));
   CU_RETURN_IF_ERROR(ended);
   RETURN_IF_ERROR(graph.Instantiate());
+  return std::optional<cuda::Graph>(std::move(graph));
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Direct runs against graph replays of the same run. Timed in `rounds` alternating blocks of
+// `reps` each (direct first in even rounds, the replays first in odd ones), so a drift of the
+// clocks or of the other MPS clients over the measurement falls on both alike: timed as two
+// blocks one after the other, the ratio scattered 0.93-1.17 between calls and ranks
+// (bench/RESULTS.md, fifteenth session). Each figure is the median over rounds; the ratio is
+// the median of the rounds' own ratios.
+struct RunAndReplayMs {
+  double run_ms = 0;
+  std::optional<double> graph_ms, graph_over_run;
+};
+
+absl::StatusOr<RunAndReplayMs> TimeRunsAndReplays(RankSetup& r, int64_t m, int reps, int rounds) {
+  const cuda::DriverApi& api = *r.api;
+  CUstream stream = r.stream.get();
+  const RunArgs args = ArgsAt(r, m);
+  auto run = [&] { return ToAbsl(r.op->Run(args, stream)); };
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
+  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
+  ASSIGN_OR_RETURN(std::optional<cuda::Graph> graph, CaptureRun(r, m));
   auto replay = [&]() -> absl::Status {
-    CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph.exec(), stream));
+    CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph->exec(), stream));
     return absl::OkStatus();
   };
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(replay());
+  if (graph) {
+    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(replay());
+    RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
+  }
+  std::vector<double> run_ms, graph_ms, ratios;
+  for (int round = 0; round < rounds; ++round) {
+    const bool replays_first = graph && round % 2 == 1;
+    double replayed = 0;
+    if (replays_first) {
+      ASSIGN_OR_RETURN(replayed, GpuMs(api, stream, reps, replay));
+    }
+    ASSIGN_OR_RETURN(const double direct, GpuMs(api, stream, reps, run));
+    if (graph && !replays_first) {
+      ASSIGN_OR_RETURN(replayed, GpuMs(api, stream, reps, replay));
+    }
+    run_ms.push_back(direct);
+    if (graph) {
+      graph_ms.push_back(replayed);
+      ratios.push_back(replayed / direct);
+    }
+  }
   RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
-  ASSIGN_OR_RETURN(double ms, GpuMs(api, stream, reps, replay));
-  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
-  return ms;
+  RunAndReplayMs t{.run_ms = Median(run_ms)};
+  if (graph) {
+    t.graph_ms = Median(graph_ms);
+    t.graph_over_run = Median(ratios);
+  }
+  return t;
 }
 
 absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
@@ -196,8 +250,8 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
       CU_RETURN_IF_ERROR(
           r.api->cuMemcpyAsync(shard, r.a.get(), m / b.world * k * 2, r.stream.get()));
     }
-    ASSIGN_OR_RETURN(double run_ms, TimeRuns(r, m, b.reps));
-    ASSIGN_OR_RETURN(std::optional<double> graph_ms, TimeGraphReplays(r, m, b.reps));
+    ASSIGN_OR_RETURN(const RunAndReplayMs timed, TimeRunsAndReplays(r, m, b.reps, b.rounds));
+    const double run_ms = timed.run_ms;
     // The per-rank GEMM: AllGather's is on the gathered M rows; the reductions' on M rows.
     // Warmed up as the runs are: cuBLAS's first call at a shape picks and loads its kernel
     // (figures of 4.4-6.8 ms against 1.2-1.4 from torch for the same GEMM without this).
@@ -217,8 +271,8 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     Result<PathChoice> path = r.op->Path(m);
     RETURN_IF_ERROR(ToAbsl(path.status()));
     const std::string graph_cells =
-        graph_ms ? absl::StrFormat("%10.3f %10.3f", *graph_ms, *graph_ms / run_ms)
-                 : absl::StrFormat("%10s %10s", "-", "-");
+        timed.graph_ms ? absl::StrFormat("%10.3f %10.3f", *timed.graph_ms, *timed.graph_over_run)
+                       : absl::StrFormat("%10s %10s", "-", "-");
     // One write per row, so the ranks' rows do not interleave mid-line.
     const std::string row =
         absl::StrFormat("%-4d %-6d %-7d %-8s %-5d %10.3f %10.3f %10.3f %14.1f %s\n", rank, m,
@@ -322,7 +376,9 @@ absl::Status Main(int argc, char** argv) {
   flags.Choice("backend", &b.backend, {"auto", "ce", "sm"}, "backend preference");
   flags.Int("chunks", &b.chunks, "chunks per shard (0: the heuristic's)", 0, 8);
   flags.Int("comm-ctas", &b.comm_ctas, "SM backend's communication CTAs (0: the default)", 0, 1024);
-  flags.Int("reps", &b.reps, "timed runs per M", 1);
+  flags.Int("reps", &b.reps, "timed runs per M and round", 1);
+  flags.Int("rounds", &b.rounds, "alternating rounds of direct runs and graph replays per M", 1,
+            100);
   flags.Int("calls", &b.calls, "Run calls timed on the host per M", 1);
   flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
   flags.Bool("shard-in-workspace", &b.shard_in_workspace,
