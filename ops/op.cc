@@ -98,8 +98,8 @@ absl::Status CopySlabs(const cuda::DriverApi& api, CUdeviceptr dst, int64_t dst_
 
 }  // namespace
 
-// One bucket: its path, its kernels and its binding (made by the bucket's first run; the weight
-// B is passed per launch, so it serves every weight).
+// One bucket: its path, its kernels and its binding (made by Create; the weight B is passed per
+// launch, so it serves every weight).
 struct Variant {
   PathChoice path;
   OpKernels kernels;
@@ -116,7 +116,9 @@ struct Variant {
   // The GEMM's slot of the weight B, which only this rank reads: each launch passes the run's B
   // there.
   int weight_slot = -1;
-  std::optional<Bound> binding;
+  // Made by Create (BindVariant) with the launches' one-time setup done, so that no run
+  // allocates or uploads and a bucket's first run may be recorded into a CUDA graph.
+  Bound binding;
 };
 
 struct Op::Impl {
@@ -141,14 +143,15 @@ struct Op::Impl {
   absl::Status PlanVariant(int64_t bucket_m, int cc);
   absl::Status PrebuildKernels();
   absl::Status CompileVariant(Variant& v);
+  absl::Status BindVariant(Variant& v);
+  // What every launch of `v`'s fused kernel (fused) or transfers (unfused) passes, but the
+  // per-launch operands.
+  cuda::LaunchOptions LaunchOptionsFor(const Variant& v) const;
   absl::StatusOr<Variant*> VariantFor(int64_t m);
-  absl::StatusOr<Variant::Bound*> BindingFor(Variant& v, CUdeviceptr b);
   absl::Status CheckRunArgs(const RunArgs& args) const;
-  absl::Status CheckCapturable(const Variant& v, CUstream stream) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
-  absl::Status Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
-                      CUdeviceptr in_place);
+  absl::Status Launch(Variant& v, CUstream stream, CUdeviceptr b, CUdeviceptr in_place);
   CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
                       CUdeviceptr b) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
@@ -309,32 +312,30 @@ CUdeviceptr Op::Impl::ShardAddress(int64_t bucket_m) const {
   return data->local() + group.rank * (bucket_m / group.world) * config.k * kElementBytes;
 }
 
-absl::StatusOr<Variant::Bound*> Op::Impl::BindingFor(Variant& v, CUdeviceptr b) {
-  if (v.binding.has_value()) return &*v.binding;
-  // A and C are bound to the workspace's, B to the first run's weight; every launch passes its
-  // run's B, and at a bucket's own M its caller's A or C, for that launch only (Launch, InPlace).
-  std::map<std::string, CUdeviceptr> operands = {{"B", b}};
+// A and C are bound to the workspace's and B to a private buffer of the op's; every launch
+// passes its run's B, and at a bucket's own M its caller's A or C, for that launch only (Launch,
+// InPlace). Then the launch's one-time setup, under the options every run of `v` passes: a run
+// finds it done.
+absl::Status Op::Impl::BindVariant(Variant& v) {
+  std::map<std::string, CUdeviceptr> operands;
   switch (config.kind) {
     case OpKind::kAllGatherMatmul:
-      operands["A"] = data->local();
-      operands["C"] = c_padded.get();
+      operands = {{"A", data->local()}, {"B", c_padded.get()}, {"C", c_padded.get()}};
       break;
     case OpKind::kMatmulReduceScatter:
-      operands["A"] = a_padded.get();
-      operands["C"] = input->local();
-      operands["output"] = output->local();
+      operands = {{"A", a_padded.get()},
+                  {"B", a_padded.get()},
+                  {"C", input->local()},
+                  {"output", output->local()}};
       break;
     case OpKind::kMatmulAllReduce:
-      operands["A"] = a_padded.get();
-      operands["C"] = data->local();
+      operands = {{"A", a_padded.get()}, {"B", a_padded.get()}, {"C", data->local()}};
       break;
   }
-  Variant::Bound bound;
-  ASSIGN_OR_RETURN(bound.gemm, rt->Bind(*v.gemm, operands));
-  if (v.comm != nullptr) {
-    ASSIGN_OR_RETURN(bound.comm, rt->Bind(*v.comm, operands));
-  }
-  return &v.binding.emplace(std::move(bound));
+  ASSIGN_OR_RETURN(v.binding.gemm, rt->Bind(*v.gemm, operands));
+  if (v.path.fused) return rt->PrepareLaunch(*v.binding.gemm, LaunchOptionsFor(v));
+  ASSIGN_OR_RETURN(v.binding.comm, rt->Bind(*v.comm, operands));
+  return rt->PrepareLaunch(*v.binding.comm, LaunchOptionsFor(v));
 }
 
 absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
@@ -348,51 +349,44 @@ absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
   return absl::OkStatus();
 }
 
-// A run captured in the caller's graph replays without us: its launches take their epoch on
-// the device (Group::Launch sees the capture), and its one-time work (the bucket's binding, the
-// launch's setup) must have been done by a run before the capture. Only a bucket's first run
-// asks the driver whether `stream` is capturing: the run call's host time is the engine's.
-absl::Status Op::Impl::CheckCapturable(const Variant& v, CUstream stream) const {
-  if (v.binding.has_value()) return absl::OkStatus();
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CU_RETURN_IF_ERROR(api().cuStreamIsCapturing(stream, &capture));
-  if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("run under CUDA-graph capture: first run of bucket M=", v.path.bucket_m,
-                   "; run it once before the capture (the binding's setup cannot be captured)"));
-}
-
-absl::Status Op::Impl::Launch(Variant& v, Variant::Bound& bound, CUstream stream, CUdeviceptr b,
-                              CUdeviceptr in_place) {
+cuda::LaunchOptions Op::Impl::LaunchOptionsFor(const Variant& v) const {
   cuda::LaunchOptions options;
   options.backend = RuntimeBackend(v.path.backend);
   options.timeout = absl::Milliseconds(config.timeout_ms);
   options.comm_ctas = config.comm_ctas;
-  std::array<void*, kMaxOperands> gemm_operands{};
-  if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
-  gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
   // The GEMMs claim their tiles, not a static deal: beside concurrent ranks not every CTA of a
   // persistent grid starts at once, and a late CTA's static share ran after everyone else's
   // (LocalSchedule::claim). One op's launches run in its stream's order, so they share the
   // group's counter in turn. Not the unfused transfers: the comm-only kernel claims no tiles,
   // and a counter would only make its comm CTAs join a compute deal it does not have.
   if (v.path.fused) {
-    options.local_operands = gemm_operands;
     options.dynamic_tiles = true;
-    return rt->Launch(*bound.gemm, stream, options);
+    return options;
   }
-  const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
   // The transfers run alone here: more comm CTAs than a fused kernel spares the GEMM, as many
   // as ranks sharing this GPU leave room for, and few tile CTAs, which only wait
   // (SizeTransfersAlone says why both matter).
   rt->SizeTransfersAlone(*v.comm, options);
+  return options;
+}
+
+absl::Status Op::Impl::Launch(Variant& v, CUstream stream, CUdeviceptr b, CUdeviceptr in_place) {
+  cuda::LaunchOptions options = LaunchOptionsFor(v);
+  std::array<void*, kMaxOperands> gemm_operands{};
+  if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
+  gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
+  if (v.path.fused) {
+    options.local_operands = gemm_operands;
+    return rt->Launch(*v.binding.gemm, stream, options);
+  }
+  const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.
   if (config.kind == OpKind::kAllGatherMatmul) {
-    RETURN_IF_ERROR(rt->Launch(*bound.comm, stream, options));
-    return rt->LaunchLocal(*bound.gemm, stream, local);
+    RETURN_IF_ERROR(rt->Launch(*v.binding.comm, stream, options));
+    return rt->LaunchLocal(*v.binding.gemm, stream, local);
   }
-  RETURN_IF_ERROR(rt->LaunchLocal(*bound.gemm, stream, local));
-  return rt->Launch(*bound.comm, stream, options);
+  RETURN_IF_ERROR(rt->LaunchLocal(*v.binding.gemm, stream, local));
+  return rt->Launch(*v.binding.comm, stream, options);
 }
 
 // Members go in reverse order: the variants' modules and the padded operands before rt, whose
@@ -412,7 +406,6 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   RETURN_IF_ERROR(rt->group().context().MakeCurrent());
   ASSIGN_OR_RETURN(Variant * variant, VariantFor(args.m));
   Variant& v = *variant;
-  RETURN_IF_ERROR(CheckCapturable(v, stream));
   const int world = group.world;
   const int64_t rows = args.m / world;          // this run's rows per rank
   const int64_t slab = v.path.bucket_m / world;  // the bucket's rows per rank
@@ -424,9 +417,8 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
       if (args.a != shard) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
-      ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
       const CUdeviceptr c_in_place = InPlace(v, args.m, args.c, args.m * c_row, args.b);
-      RETURN_IF_ERROR(Launch(v, *bound, stream, args.b, c_in_place));
+      RETURN_IF_ERROR(Launch(v, stream, args.b, c_in_place));
       if (c_in_place == 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
@@ -444,8 +436,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         RETURN_IF_ERROR(
             CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
       }
-      ASSIGN_OR_RETURN(Variant::Bound * bound, BindingFor(v, args.b));
-      RETURN_IF_ERROR(Launch(v, *bound, stream, args.b, a_in_place));
+      RETURN_IF_ERROR(Launch(v, stream, args.b, a_in_place));
       if (config.kind == OpKind::kMatmulReduceScatter) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
         return absl::OkStatus();
@@ -500,7 +491,10 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
     RETURN_IF_ERROR(impl->AllocateWorkspace());
     for (int64_t bucket : *buckets) RETURN_IF_ERROR(impl->PlanVariant(bucket, cc));
     RETURN_IF_ERROR(impl->PrebuildKernels());
-    for (Variant& v : impl->variants) RETURN_IF_ERROR(impl->CompileVariant(v));
+    for (Variant& v : impl->variants) {
+      RETURN_IF_ERROR(impl->CompileVariant(v));
+      RETURN_IF_ERROR(impl->BindVariant(v));
+    }
     return absl::OkStatus();
   }();
   if (!created.ok()) {

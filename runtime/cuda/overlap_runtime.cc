@@ -417,6 +417,10 @@ absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                        options.prefer_copy_engines, options.local_operands});
 }
 
+absl::Status OverlapRuntime::PrepareLaunch(BoundKernel& bound, const LaunchOptions& options) {
+  return Prepare(bound, options).status();
+}
+
 absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
                                                                  const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));

@@ -256,6 +256,11 @@ class OverlapRuntime {
 
   // Launch e = epoch()+1 of the fused kernel on `stream` (asynchronous).
   absl::Status Launch(BoundKernel& bound, CUstream stream, const LaunchOptions& options);
+  // Does the one-time setup of a Launch of `bound` under `options` now (the launch's waits and
+  // copy program, their uploads), so that such a Launch allocates nothing and may be the first
+  // one recorded into a CUDA graph. Local operands may differ per launch; the rest of `options`
+  // that sizes the grid (backend, comm / compute / free CTAs) must be what the launches pass.
+  absl::Status PrepareLaunch(BoundKernel& bound, const LaunchOptions& options);
   // The identity-schedule kernel on the spec operands (no communication, no protocol); compiled
   // on the first call (or by LoadLocal).
   absl::Status LaunchLocal(const BoundKernel& bound, CUstream stream,

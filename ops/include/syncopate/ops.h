@@ -145,8 +145,8 @@ class Op {
   // padding) the GEMM uses the caller's memory in place where only this rank touches it (the
   // AllGather's c, the reductions' a; 16-byte aligned), so those copies are skipped. The weight
   // `b` is read where it lies, a new pointer at any run (weights that are reloaded or synced
-  // cost nothing). Never allocates device memory except on the first run of each M bucket (its
-  // binding: warm up before capturing) and never waits on the host. Every rank must run the same
+  // cost nothing). Never allocates device memory (Create binds every bucket's kernels and does
+  // their launches' one-time setup) and never waits on the host. Every rank must run the same
   // sequence of Ms, in stream order (one stream, or streams joined by events). Any thread may
   // run it (the run makes the op's CUDA context current), one at a time.
   //
@@ -154,10 +154,9 @@ class Op {
   // every replay of the graph is a new run (the kernels take their launch epoch on the device),
   // as long as every rank replays the same graphs in the same order. Either backend (the copy
   // engine's side streams are forked and joined inside the capture, and copy their epoch from
-  // words the kernel writes). Needs a run of the same bucket before the capture (the warm-up
-  // does the one-time setup); else FailedPrecondition, and the op stays usable. The op
-  // and its workspace must outlive the graph. Runs outside graphs and replays may be mixed
-  // freely.
+  // words the kernel writes). No warm-up is needed: a bucket's first run may be the one
+  // captured. The op and its workspace must outlive the graph. Runs outside graphs and replays
+  // may be mixed freely.
   Status Run(const RunArgs& args, CUstream stream);
   // Waits for every run on `stream`. DeadlineExceeded names a peer that did not deliver; that
   // error, like any failed run's, is sticky: later calls return it.

@@ -136,8 +136,8 @@ int32_t syncopate_choose_path(const syncopate_op_config* config, int32_t world, 
 int32_t syncopate_op_create(const syncopate_group_config* group, const syncopate_op_config* config,
                             syncopate_op** out);
 /* Pointers are device addresses; stream is a CUstream (NULL: the legacy default stream).
- * a_gathered may be 0 (all_gather_matmul only). Capturable in the caller's CUDA graph after a
- * warm-up run of the same bucket and b, on the SM backend (Op::Run in ops.h says more). */
+ * a_gathered may be 0 (all_gather_matmul only). Capturable in the caller's CUDA graph on either
+ * backend, a bucket's first run too (Op::Run in ops.h says more). */
 int32_t syncopate_op_run(syncopate_op* op, int64_t m, uint64_t a, uint64_t b, uint64_t c,
                          uint64_t a_gathered, void* stream);
 int32_t syncopate_op_synchronize(syncopate_op* op, void* stream);

@@ -358,8 +358,8 @@ class _Op:
         """Runs the op on `stream` (None: the current torch stream for torch tensors, else the
         stream the tensors' __cuda_array_interface__ names, else the legacy default stream; a
         DLPack producer is told the stream). Stream-ordered: returns before the GPU finishes.
-        Capturable in torch.cuda.graph after one run of the same M bucket outside the capture
-        (syncopate/ops.h, Op::Run); the tensors' memory must outlive the graph."""
+        Capturable in torch.cuda.graph, a bucket's first run too (syncopate/ops.h, Op::Run);
+        the tensors' memory must outlive the graph."""
         handle = self._live()
         given = None if stream is None else current_stream(stream)
         a_info = tensor_info(a, "a", consumer_stream=given)
