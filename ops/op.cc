@@ -401,8 +401,8 @@ Op::Impl::~Impl() {
 
 absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
   RETURN_IF_ERROR(CheckRunArgs(args));
-  // A run may come from another thread than Create (an engine's worker): the copies and the
-  // capture query below come before Group::Launch makes the context current.
+  // A run may come from another thread than Create (an engine's worker): the copies below come
+  // before Group::Launch makes the context current.
   RETURN_IF_ERROR(rt->group().context().MakeCurrent());
   ASSIGN_OR_RETURN(Variant * variant, VariantFor(args.m));
   Variant& v = *variant;

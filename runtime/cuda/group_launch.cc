@@ -89,6 +89,12 @@ absl::Status Group::PrepareWaits(KernelLaunch& launch) {
     watched->push_back({launch.step_gates[i], steps[i].transfer, steps[i].signal_rank});
   }
   launch.watched_gates = std::move(watched);
+  // The side streams and events the launch's copies will use, made now rather than at its first
+  // issue, which may be under the caller's CUDA-graph capture.
+  if (copy_engine) {
+    RETURN_IF_ERROR(
+        side_streams_.Reserve(launch.copy_program.num_channels, launch.copy_program.steps.size()));
+  }
   launch.waits_prepared = true;
   return absl::OkStatus();
 }

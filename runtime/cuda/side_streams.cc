@@ -23,13 +23,22 @@ absl::StatusOr<SideStreams> SideStreams::Create(const DriverApi& api) {
   return s;
 }
 
-absl::Status SideStreams::Fork(CUstream stream, int channels) {
+absl::Status SideStreams::Reserve(int channels, size_t steps) {
   while (static_cast<int>(streams_.size()) < channels) {
     ASSIGN_OR_RETURN(Stream s, Stream::Create(*api_));
     streams_.push_back(std::move(s));
     ASSIGN_OR_RETURN(Event e, Event::Create(*api_));
     joins_.push_back(std::move(e));
   }
+  while (steps_.size() < steps) {
+    ASSIGN_OR_RETURN(Event e, Event::Create(*api_));
+    steps_.push_back(std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SideStreams::Fork(CUstream stream, int channels) {
+  RETURN_IF_ERROR(Reserve(channels, 0));
   CU_RETURN_IF_ERROR(api_->cuEventRecord(fork_.get(), stream));
   return absl::OkStatus();
 }
@@ -44,10 +53,7 @@ absl::Status SideStreams::Issue(const CopyProgram& program, const std::vector<in
   std::set<int> referenced;
   for (const CopyStep& s : program.steps)
     referenced.insert(s.after_steps.begin(), s.after_steps.end());
-  while (steps_.size() < program.steps.size()) {
-    ASSIGN_OR_RETURN(Event e, Event::Create(api));
-    steps_.push_back(std::move(e));
-  }
+  RETURN_IF_ERROR(Reserve(0, program.steps.size()));
   for (size_t i = 0; i < program.steps.size(); ++i) {
     const CopyStep& step = program.steps[i];
     CUstream s = streams_[step.channel].get();

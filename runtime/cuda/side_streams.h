@@ -43,6 +43,11 @@ class SideStreams {
   static absl::StatusOr<SideStreams> Create(const DriverApi& api);
   SideStreams() = default;
 
+  // Creates the side streams and events a launch of `channels` channels and `steps` copy steps
+  // uses, if they do not exist yet (Fork and Issue grow them on demand; a launch prepared
+  // ahead calls this so that its first issue, perhaps under a CUDA-graph capture, creates no
+  // CUDA objects).
+  absl::Status Reserve(int channels, size_t steps);
   // Before the kernel: `channels` side streams exist, and none starts before what `stream`
   // holds so far.
   absl::Status Fork(CUstream stream, int channels);

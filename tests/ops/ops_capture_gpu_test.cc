@@ -166,15 +166,16 @@ INSTANTIATE_TEST_SUITE_P(
              .path = PathPreference::kFused}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-// No warm-up: the first run of every bucket (each M of the loop, the small unfused one too) is
-// recorded into a graph right after Create, which did every one-time thing (syncopate/ops.h,
-// Run). The graph replays right on either backend, as do direct runs after it, and a second
-// capture with a weight no run has used (the same values at another address: the weight is
-// passed per launch).
+// No warm-up: the first run of every bucket is recorded into a graph right after Create, which
+// did every one-time thing (syncopate/ops.h, Run); also Ms that pad, among them a small one.
+// With the default paths the AllGather's bucket 2048 is fused (1,024 rows per rank) and the
+// smaller ones unfused, so both paths are captured first on either backend. The graph replays
+// right, as do direct runs after it, and a second capture with a weight no run has used
+// (other values at another address: the weight is passed per launch).
 absl::Status CaptureBeforeAnyRun(const Case& c, const std::string& job, int rank) {
   Case bucketed = c;
-  bucketed.m_buckets = {512, 1024};
-  const std::vector<int64_t> ms = {1024, 1000, 512, int64_t{8} * c.world};
+  bucketed.m_buckets = {512, 1024, 2048};
+  const std::vector<int64_t> ms = {2048, 1024, 1000, 512, int64_t{8} * c.world};
   ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
   std::vector<LoopOp> ops;
   ASSIGN_OR_RETURN(ops.emplace_back(), MakeLoopOp(bucketed, job, rank, ms));
@@ -210,8 +211,9 @@ absl::Status CaptureBeforeAnyRun(const Case& c, const std::string& job, int rank
   RETURN_IF_ERROR(SyncAndCheck(*api, ops, ms, stream.get(), "direct runs after the replays"));
   const int64_t k = 256 / c.world;  // MakeLoopOp's
   ASSIGN_OR_RETURN(cuda::DeviceBuffer moved, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
-  RETURN_IF_ERROR(Upload(*api, moved.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
+  RETURN_IF_ERROR(Upload(*api, moved.get(), Matrix(SeedB(rank, 1), kN, k), c.dtype));
   ops[0].weight = std::move(moved);
+  for (size_t j = 0; j < ms.size(); ++j) ops[0].expected[j] = Expected(c, rank, ms[j], kN, k, 1);
   ASSIGN_OR_RETURN(const cuda::Graph second, capture("capture with a new weight"));
   return replay(second, "replay with the new weight");
 }

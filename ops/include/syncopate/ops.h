@@ -131,8 +131,9 @@ struct RunArgs {
 class Op {
  public:
   // Collective: every rank of `group` calls it with the same OpConfig. Joins the group, allocates
-  // and exchanges the symmetric workspace, and builds every bucket's kernels (through the kernel
-  // cache in cache_dir). Unavailable when there is no GPU (the message says why), InvalidArgument
+  // and exchanges the symmetric workspace, builds every bucket's kernels (through the kernel
+  // cache in cache_dir), binds them and does their launches' one-time setup, so runs need no
+  // warm-up. Unavailable when there is no GPU (the message says why), InvalidArgument
   // for a bad config or a GPU the kernels cannot run on, FailedPrecondition naming the field
   // where another rank's config, buckets or their paths (after its tuning file) differ.
   static Result<std::unique_ptr<Op>> Create(const GroupConfig& group, const OpConfig& config);
