@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, from the repository root with .device carried (scripts/gpu-run.sh):
+# the checks owed by code that has not run on a GPU yet, most important first, each only if it
+# still fits in BUDGET seconds (default 570: one device call), so a session whose device starts
+# are scarce gets the most from the one call it may get:
+#   run(command: "bash scripts/gpu-owed.sh", carry: [".device"], timeout_s: 595)
+# STEPS (default below) picks and orders them:
+#   ops_mps_8       ops_gpu_test, ranks as MPS clients, connections 8 (1,000 capture replays)
+#   protocol_mps_8  the launch-protocol suite (cuda_gpu_test's filter of gpu-checks.sh), MPS, 8
+#   ops_vs_torch    bench/ops/ops_vs_torch.sh (the ops beside torch.ops.symm_mem, every model)
+#   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
+#   protocol_ts_1   the launch-protocol suite time-sliced at 1
+#   protocol_mps_1  the launch-protocol suite under MPS at 1
+# A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
+# and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
+# $OUT/ops_logs.tgz).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+start=$SECONDS
+budget=${BUDGET:-570}
+left() { echo $((budget - (SECONDS - start))); }
+source scripts/gpu-modes.sh  # bin, out, the library path, in_mode
+export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
+final_out=$out
+out=$(mktemp -d)
+protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
+declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [ops_vs_torch]=200 [ops_ts_8]=150
+                  [protocol_ts_1]=80 [protocol_mps_1]=30)
+summary() {
+  grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
+}
+run_step() {  # run_step NAME LIMIT
+  local name=$1 limit=$2
+  case $name in
+    ops_mps_8) SYNCOPATE_OPS_REPLAYS=1000 STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" ;;
+    ops_ts_8) SYNCOPATE_OPS_REPLAYS=100 STEP_TIMEOUT=$limit in_mode ts:8 "$bin/ops_gpu_test" ;;
+    protocol_*)
+      local mode=${name#protocol_}
+      STEP_TIMEOUT=$limit in_mode "${mode/_/:}" "$bin/cuda_gpu_test" --gtest_filter="$protocol"
+      ;;
+    ops_vs_torch)
+      mkdir -p "$final_out/ops"
+      OUT=$final_out/ops timeout "$limit" bash bench/ops/ops_vs_torch.sh
+      local rc=$?
+      # Cut by the timeout: its MPS daemon (started in a session of its own) may outlive it.
+      if ((rc == 124)); then
+        pkill -x nvidia-cuda-mps-control; pkill -x nvidia-cuda-mps-server; sleep 1
+      fi
+      [[ -f $final_out/ops/logs.tgz ]] && mv "$final_out/ops/logs.tgz" "$final_out/ops_logs.tgz"
+      rm -rf "$final_out/ops"
+      return $rc
+      ;;
+    *) echo "unknown step $name"; return 2 ;;
+  esac
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+for name in ${STEPS:-ops_mps_8 protocol_mps_8 ops_vs_torch ops_ts_8 protocol_ts_1 protocol_mps_1}; do
+  l=$(left)
+  if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
+  s=$SECONDS
+  run_step "$name" "$l" >"$out/$name.log" 2>&1
+  echo "== $name: exit $? after $((SECONDS - s)) s"
+  if [[ $name == ops_vs_torch ]]; then cat "$out/$name.log"; else summary "$out/$name.log"; fi
+  tar czf "$final_out/logs.tgz" -C "$out" .  # what ran so far, should the call be cut
+done
+rm -rf "$out"
