@@ -48,18 +48,6 @@ bool InPlaceAllowed() {
   return knob == nullptr || std::strcmp(knob, "0") != 0;
 }
 
-Collective CollectiveOf(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllGatherMatmul:
-      return Collective::kAllGather;
-    case OpKind::kMatmulReduceScatter:
-      return Collective::kReduceScatter;
-    case OpKind::kMatmulAllReduce:
-      return Collective::kAllReduce;
-  }
-  return Collective::kAllGather;
-}
-
 cuda::Backend RuntimeBackend(Backend backend) {
   return backend == Backend::kCopyEngine ? cuda::Backend::kCopyEngine : cuda::Backend::kSm;
 }
@@ -218,29 +206,10 @@ absl::Status Op::Impl::AllocateWorkspace() {
 }
 
 absl::Status Op::Impl::PlanVariant(int64_t bucket_m, int cc) {
+  ASSIGN_OR_RETURN(BucketKernels planned, PlanBucket(config, group.world, bucket_m, cc));
   Variant v;
-  Result<PathChoice> path = ChoosePath(config, group.world, bucket_m);
-  if (!path.ok()) return ToAbsl(path.status());
-  v.path = *path;
-  OpKernelsRequest request;
-  request.collective = CollectiveOf(config.kind);
-  request.m = bucket_m;
-  request.n = config.n;
-  request.k = config.k;
-  request.world = group.world;
-  request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
-  request.chunks = v.path.chunks;
-  request.cc = cc;
-  if (!config.cache_dir.empty()) {
-    ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,
-                                                         config.k, request.dtype));
-  }
-  auto kernels = BuildOpKernels(request);
-  if (!kernels.ok()) {
-    return absl::Status(kernels.status().code(),
-                        absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
-  }
-  v.kernels = *std::move(kernels);
+  v.path = planned.path;
+  v.kernels = std::move(planned.kernels);
   variants.push_back(std::move(v));
   return absl::OkStatus();
 }

@@ -35,7 +35,13 @@ cp ops/python/tests/gpu/torch_ops_check.py .device/bin/python/
 # (sm_90a), into .device/cache, which stall-matrix.sh seeds its cache from: the ranks on the GPU
 # then load them instead of compiling (device time is the scarce part). Mind the carry limit
 # (64 MiB with the bundle): a cubin is 0.1-0.3 MB.
-rm -rf .device/cache
+rm -rf .device/cache .device/ops-cache
+# OPS_FILL=1: the kernels of bench/ops/ops_vs_torch.sh's ops (MODELS, WORLD as there), compiled
+# here into .device/ops-cache/<model>, which that script seeds each model's cache from.
+if [[ -n ${OPS_FILL:-} ]]; then
+  FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh
+  echo "ops kernel cache: $(du -sh .device/ops-cache | cut -f1) in .device/ops-cache"
+fi
 if [[ -n ${WARM_ARGS:-} ]]; then
   # shellcheck disable=SC2086  # WARM_ARGS is a list of flags
   "$build/bench/multigpu/syncopate_tp_bench" --arch sm_90a \

@@ -12,10 +12,13 @@
 // Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
 // Python check reports the slowest); each rank times its own runs on its own stream.
 // --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
+// --fill-cache DIR: compiles every bucket's kernels on this host (no GPU needed) into DIR, for
+// ranks whose --cache-dir starts as a copy of it (device time is the scarce part).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,10 +27,15 @@
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
+#include "jit/build/kernel_build.h"
+#include "jit/cache/kernel_cache.h"
+#include "jit/compiler/embedded_headers.h"
+#include "ops/core/op_kernels.h"
 #include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
@@ -60,6 +68,8 @@ struct BenchConfig {
   // AllGather: the shard lives where the op reads it (Op::InputWorkspace), as an engine that
   // writes its activations there does: no input copy per run.
   bool shard_in_workspace = false;
+  std::string fill_cache_dir;  // --fill-cache: compile into this folder on the host, run nothing
+  std::string arch = "sm_90a";
 };
 
 OpConfig OpConfigFor(const BenchConfig& b) {
@@ -357,6 +367,67 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
   return absl::OkStatus();
 }
 
+// --fill-cache: the kernels Op::Create builds for every bucket (PlanBucket; the runtime's build
+// options for --arch, one node, SYNCOPATE_NVRTC_OPTIONS as on the GPU), built through a kernel
+// cache in the folder, so an op whose cache_dir starts as a copy of it loads them. The ops'
+// tuning tables (--tune) are not applied here: a bucket they move to another path compiles on
+// the GPU as before.
+absl::Status FillCache(const BenchConfig& b) {
+  int cc = 0;
+  if (b.arch.rfind("sm_", 0) != 0 || !absl::SimpleAtoi(b.arch.substr(3, 2), &cc)) {
+    return absl::InvalidArgumentError(absl::StrCat("--arch ", b.arch, ": want sm_NN"));
+  }
+  cache::KernelCache::Options cache_options;
+  cache_options.dir = b.fill_cache_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
+                   cache::KernelCache::Open(cache_options));
+  jit::BuildOptions build;
+  build.arch = cuda::ArchFor(cc);
+  if (const char* extra = std::getenv("SYNCOPATE_NVRTC_OPTIONS"); extra != nullptr) {
+    build.extra_options = cuda::SplitNvrtcOptions(extra);
+  }
+  build.cache = cache.get();
+  OpConfig config = OpConfigFor(b);
+  config.cache_dir = b.fill_cache_dir;  // `syncopate tune`'s wgmma winners, as Create reads them
+  Result<std::vector<int64_t>> buckets = BucketsFor(config, b.world);
+  RETURN_IF_ERROR(ToAbsl(buckets.status()));
+  // One kernel (and its local variant) through the cache; how many of them were compiled here.
+  auto build_one = [&](const plan::Plan& plan, const jit::KernelSpec& spec, std::string_view source,
+                       bool local) -> absl::StatusOr<int> {
+    ASSIGN_OR_RETURN(const jit::PreparedKernel fused,
+                     jit::PrepareFusedKernel(plan, spec, source, build));
+    ASSIGN_OR_RETURN(const jit::BuiltKernel built, jit::BuildKernel(fused, build));
+    int compiled = built.source == cache::KernelCache::Source::kCompiled ? 1 : 0;
+    if (local) {
+      ASSIGN_OR_RETURN(const jit::PreparedKernel prepared,
+                       jit::PrepareLocalKernel(spec, source, build));
+      ASSIGN_OR_RETURN(const jit::BuiltKernel built_local, jit::BuildKernel(prepared, build));
+      compiled += built_local.source == cache::KernelCache::Source::kCompiled ? 1 : 0;
+    }
+    return compiled;
+  };
+  for (int64_t bucket : *buckets) {
+    ASSIGN_OR_RETURN(const BucketKernels bk, PlanBucket(config, b.world, bucket, cc));
+    ASSIGN_OR_RETURN(std::string_view gemm_source,
+                     jit::ExampleKernelSource(bk.kernels.gemm_source));
+    // As Create: the fused GEMM always; unfused, also its local variant and the transfers.
+    const bool unfused = !bk.path.fused;
+    ASSIGN_OR_RETURN(int compiled,
+                     build_one(bk.kernels.plan, bk.kernels.gemm_spec, gemm_source, unfused));
+    if (unfused) {
+      ASSIGN_OR_RETURN(const int comm, build_one(bk.kernels.plan, bk.kernels.comm_spec,
+                                                 CommOnlySource(), /*local=*/false));
+      compiled += comm;
+    }
+    const int kernels = unfused ? 3 : 1;
+    std::printf("bucket %lld: %s, %d kernels, %d compiled, %d already in %s\n",
+                static_cast<long long>(bucket), unfused ? "unfused" : "fused", kernels, compiled,
+                kernels - compiled, b.fill_cache_dir.c_str());
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Main(int argc, char** argv) {
   BenchConfig b;
   FlagSet flags("ops_bench",
@@ -383,6 +454,11 @@ absl::Status Main(int argc, char** argv) {
   flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
   flags.Bool("shard-in-workspace", &b.shard_in_workspace,
              "ag: pass the op's own input workspace as the shard (no input copy per run)");
+  flags
+      .String("fill-cache", &b.fill_cache_dir,
+              "compile every bucket's kernels on this host into this folder (no GPU) and exit")
+      .DefaultText("none");
+  flags.String("arch", &b.arch, "--fill-cache: the GPU's NVRTC target");
   flags.Bool("tune", &b.tune,
              "time every path per M and store each bucket's fastest in --cache-dir's op tuning "
              "table (Op::Create reads it)");
@@ -394,6 +470,7 @@ absl::Status Main(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--tune measures each bucket at its own M: give the buckets as --m, without --buckets");
   }
+  if (!b.fill_cache_dir.empty()) return FillCache(b);
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
   const std::string job = workloads::UniqueGroupId("ops_bench");

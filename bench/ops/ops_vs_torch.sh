@@ -12,11 +12,40 @@
 # (issue 19: at most 10 us). Logs in $OUT/logs.tgz; the summary lines on stdout. About 40 s a
 # model once its kernels are built (the ranks compile them: 2-3 s each).
 # Run with: run(command: "bash bench/ops/ops_vs_torch.sh", carry: [".device"]).
+# On the build host, FILL=DIR compiles those kernels instead (ops_bench --fill-cache, no GPU)
+# into DIR/<model> and runs nothing (scripts/gpu-run.sh does it with OPS_FILL=1); on the GPU
+# machine each model's cache then starts as a copy of .device/ops-cache/<model>.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/gpu-modes.sh
 world=${WORLD:-2}
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
+fill=${FILL:-}
+# The three ops of a model: kind, per-rank N, per-rank K.
+op_shapes() {
+  echo "ag $((ffn / world)) $hidden"
+  echo "rs $hidden $((ffn / world))"
+  echo "ar $hidden $((ffn / world))"
+}
+if [[ -n $fill ]]; then
+  for entry in $models; do
+    name=${entry%%:*} hidden=${entry#*:}; ffn=${hidden#*,}; hidden=${hidden%,*}
+    while read -r k n kk; do
+      "$bin/ops_bench" --fill-cache "$fill/$name" --kind "$k" --n "$n" --k "$kk" --world "$world" \
+        --max-m 8192 --m 8192,2048 --backend sm || exit 1
+    done < <(op_shapes)
+  done
+  "$bin/ops_bench" --fill-cache "$fill/host" --kind ag --n $((14336 / world)) --k 4096 \
+    --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm || exit 1
+  exit 0
+fi
+# A model's kernel cache, from the build host's when it compiled them (FILL above).
+seed_cache() {
+  local dst=$out/ops-cache-$1
+  mkdir -p "$dst/entries"
+  if [[ -d .device/ops-cache/$1 ]]; then cp -r ".device/ops-cache/$1/." "$dst/"; fi
+}
+cached_kernels() { find "$out/ops-cache-$1/entries" -type f | wc -l; }
 final_out=$out
 out=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -24,22 +53,26 @@ export MPS_PCT=$((100 / world))
 for entry in $models; do
   name=${entry%%:*} hidden=${entry#*:}; ffn=${hidden#*,}; hidden=${hidden%,*}
   log=$out/$name.log
+  seed_cache "$name"
+  entries_before=$(cached_kernels "$name")
   echo "== $name (hidden $hidden, ffn $ffn), $world ranks"
-  for kind in "ag $((ffn / world)) $hidden" "rs $hidden $((ffn / world))" "ar $hidden $((ffn / world))"; do
-    read -r k n kk <<<"$kind"
+  while read -r k n kk; do
     STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind "$k" --n "$n" --k "$kk" --world "$world" \
       --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
       echo "   ops_bench $k failed (exit $?)"
-  done
+  done < <(op_shapes)
   STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
     --buckets 8192,2048 --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
   grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^RESULT" "$log" | cut -c1-110
   grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
+  # Kernels the ranks compiled: 0 when the build host's were all they needed.
+  echo "   cache entries: $entries_before from the build host, $(($(cached_kernels "$name") - entries_before)) compiled on the GPU"
   rm -rf "$out/ops-cache-$name"
 done
 echo "== host time per run call, M=128, shard in the workspace (llama3.1-8b AllGather)"
+seed_cache host
 STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ag --n $((14336 / world)) --k 4096 \
   --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm --shard-in-workspace \
   --cache-dir "$out/ops-cache-host" >"$out/host_time.log" 2>&1 || echo "   failed (exit $?)"

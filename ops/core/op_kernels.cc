@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/plan/templates.h"
+#include "syncopate/status_absl.h"
 
 namespace syncopate::ops {
 namespace {
@@ -110,5 +111,45 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
 }
 
 std::string_view CommOnlySource() { return kCommOnlySource; }
+
+Collective CollectiveOf(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllGatherMatmul:
+      return Collective::kAllGather;
+    case OpKind::kMatmulReduceScatter:
+      return Collective::kReduceScatter;
+    case OpKind::kMatmulAllReduce:
+      return Collective::kAllReduce;
+  }
+  return Collective::kAllGather;
+}
+
+absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int64_t bucket_m,
+                                         int cc) {
+  BucketKernels b;
+  Result<PathChoice> path = ChoosePath(config, world, bucket_m);
+  if (!path.ok()) return ToAbsl(path.status());
+  b.path = *path;
+  OpKernelsRequest request;
+  request.collective = CollectiveOf(config.kind);
+  request.m = bucket_m;
+  request.n = config.n;
+  request.k = config.k;
+  request.world = world;
+  request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
+  request.chunks = b.path.chunks;
+  request.cc = cc;
+  if (!config.cache_dir.empty()) {
+    ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,
+                                                         config.k, request.dtype));
+  }
+  absl::StatusOr<OpKernels> kernels = BuildOpKernels(request);
+  if (!kernels.ok()) {
+    return absl::Status(kernels.status().code(),
+                        absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
+  }
+  b.kernels = *std::move(kernels);
+  return b;
+}
 
 }  // namespace syncopate::ops

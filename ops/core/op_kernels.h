@@ -21,6 +21,7 @@
 #include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
 #include "runtime/gemm/gemm_kernels.h"
+#include "syncopate/ops.h"
 
 namespace syncopate::ops {
 
@@ -58,5 +59,18 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& request);
 
 // The comm_only kernel's source (template over any GEMM's template arguments).
 std::string_view CommOnlySource();
+
+Collective CollectiveOf(OpKind kind);
+
+// One bucket of an op as Op::Create builds it for `world` ranks on a GPU of compute capability
+// `cc`: the path ChoosePath takes at `bucket_m`, and its kernels, with a `syncopate tune`
+// winner's wgmma tiles where config.cache_dir holds one. `ops_bench --fill-cache` builds the same
+// on a host without a GPU. Reads at most one file.
+struct BucketKernels {
+  PathChoice path;
+  OpKernels kernels;
+};
+absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int64_t bucket_m,
+                                         int cc);
 
 }  // namespace syncopate::ops
