@@ -332,5 +332,36 @@ TEST(OpKernelsTest, AnUnknownPlanTemplateIsNamed) {
   EXPECT_THAT(std::string(k.status().message()), HasSubstr("allgather.nope"));
 }
 
+// What Create and ops_bench --fill-cache both build per bucket: the path ChoosePath takes and
+// kernels for that bucket's M and chunks; an M that is no bucket is refused naming it.
+TEST(OpKernelsTest, PlanBucketTakesChoosePathsPathAndBuildsForIt) {
+  OpConfig config;
+  config.kind = OpKind::kMatmulReduceScatter;
+  config.max_m = 8192;
+  config.n = 512;
+  config.k = 256;
+  config.m_buckets = {2048, 8192};
+  config.bucket_paths = {{.bucket_m = 8192, .fused = true, .chunks = 2}};
+  for (int64_t bucket : {2048, 8192}) {
+    Result<PathChoice> chosen = ChoosePath(config, 2, bucket);
+    ASSERT_TRUE(chosen.ok());
+    absl::StatusOr<BucketKernels> b = PlanBucket(config, 2, bucket, 90);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->path.fused, chosen->fused) << bucket;
+    EXPECT_EQ(b->path.chunks, chosen->chunks) << bucket;
+    EXPECT_EQ(b->kernels.plan.world_size, 2);
+    EXPECT_EQ(b->kernels.result_buffer, "output");
+    EXPECT_EQ(b->kernels.plan.name, "reducescatter.direct");
+  }
+  absl::StatusOr<BucketKernels> set = PlanBucket(config, 2, 8192, 90);  // bucket_paths' entry
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->path.fused);
+  EXPECT_EQ(set->path.chunks, 2);
+  EXPECT_FALSE(PlanBucket(config, 2, 2048, 90)->path.fused);  // RS below 4096 rows per rank
+  absl::StatusOr<BucketKernels> bad = PlanBucket(config, 2, 9000, 90);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("9000"));
+}
+
 }  // namespace
 }  // namespace syncopate::ops
