@@ -69,10 +69,13 @@ class TcpAdmission : public ::testing::Test {
     return RssBytes(daemon_->process().pid());
   }
 
-  // Waits (bounded) for RSS to come back under `limit`; the last value seen.
+  // Waits (bounded) for RSS to come back under `limit`; the last value seen. The bound is for a
+  // daemon that never gives memory back, not a speed goal: after three rejected 60 MB plans the
+  // daemon settled in 6-16 s run alone on the 2-core CI machine, and was still at 394 MB after
+  // 20 s among the CI's other tests (2026-12-07); a leak stays up however long we wait.
   int64_t SettledRss(int64_t limit) {
     int64_t rss = 0;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     do {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       rss = RssBytes(daemon_->process().pid());
