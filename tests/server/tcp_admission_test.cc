@@ -70,9 +70,10 @@ class TcpAdmission : public ::testing::Test {
   }
 
   // Waits (bounded) for RSS to come back under `limit`; the last value seen. The bound is for a
-  // daemon that never gives memory back, not a speed goal: after three rejected 60 MB plans the
-  // daemon settled in 6-16 s run alone on the 2-core CI machine, and was still at 394 MB after
-  // 20 s among the CI's other tests (2026-12-07); a leak stays up however long we wait.
+  // daemon that never gives memory back, not a speed goal: the test that sends three rejected
+  // 60 MB plans took 6-16 s in all, run alone on the 2-core CI machine, but the daemon was still
+  // at 394 MB after 20 s of this wait among the CI's other tests (2026-12-07); a leak stays up
+  // however long we wait.
   int64_t SettledRss(int64_t limit) {
     int64_t rss = 0;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
