@@ -104,9 +104,12 @@ struct Variant {
   // The GEMM's slot of the weight B, which only this rank reads: each launch passes the run's B
   // there.
   int weight_slot = -1;
-  // Made by Create (BindVariant) with the launches' one-time setup done, so that no run
-  // allocates or uploads and a bucket's first run may be recorded into a CUDA graph.
+  // Made by Create (BindVariant) with the launches' one-time setup done under `options`, so
+  // that no run allocates or uploads and a bucket's first run may be recorded into a CUDA graph.
   Bound binding;
+  // What every launch of the fused kernel (fused) or the transfers (unfused) passes, but the
+  // per-launch operands: fixed at Create, so each run launches under the options prepared.
+  cuda::LaunchOptions options;
 };
 
 struct Op::Impl {
@@ -132,8 +135,6 @@ struct Op::Impl {
   absl::Status PrebuildKernels();
   absl::Status CompileVariant(Variant& v);
   absl::Status BindVariant(Variant& v);
-  // What every launch of `v`'s fused kernel (fused) or transfers (unfused) passes, but the
-  // per-launch operands.
   cuda::LaunchOptions LaunchOptionsFor(const Variant& v) const;
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::Status CheckRunArgs(const RunArgs& args) const;
@@ -301,10 +302,11 @@ absl::Status Op::Impl::BindVariant(Variant& v) {
       operands = {{"A", a_padded.get()}, {"B", a_padded.get()}, {"C", data->local()}};
       break;
   }
+  v.options = LaunchOptionsFor(v);
   ASSIGN_OR_RETURN(v.binding.gemm, rt->Bind(*v.gemm, operands));
-  if (v.path.fused) return rt->PrepareLaunch(*v.binding.gemm, LaunchOptionsFor(v));
+  if (v.path.fused) return rt->PrepareLaunch(*v.binding.gemm, v.options);
   ASSIGN_OR_RETURN(v.binding.comm, rt->Bind(*v.comm, operands));
-  return rt->PrepareLaunch(*v.binding.comm, LaunchOptionsFor(v));
+  return rt->PrepareLaunch(*v.binding.comm, v.options);
 }
 
 absl::Status Op::Impl::CheckRunArgs(const RunArgs& args) const {
@@ -340,7 +342,7 @@ cuda::LaunchOptions Op::Impl::LaunchOptionsFor(const Variant& v) const {
 }
 
 absl::Status Op::Impl::Launch(Variant& v, CUstream stream, CUdeviceptr b, CUdeviceptr in_place) {
-  cuda::LaunchOptions options = LaunchOptionsFor(v);
+  cuda::LaunchOptions options = v.options;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
