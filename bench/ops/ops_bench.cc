@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -152,12 +151,18 @@ RunArgs ArgsAt(const RankSetup& r, int64_t m) {
   return {.m = m, .a = workspace != 0 ? workspace : r.a.get(), .b = r.w.get(), .c = r.out.get()};
 }
 
+// Three untimed calls of `body` (a run or a replay), every one finished.
+template <class Body>
+absl::Status WarmUp(RankSetup& r, Body body) {
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(body());
+  return ToAbsl(r.op->Synchronize(r.stream.get()));
+}
+
 // Milliseconds per run at `m` after three warm-up runs, every run finished.
 absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
   const RunArgs args = ArgsAt(r, m);
   auto run = [&] { return ToAbsl(r.op->Run(args, r.stream.get())); };
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
-  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
+  RETURN_IF_ERROR(WarmUp(r, run));
   ASSIGN_OR_RETURN(double ms, GpuMs(*r.api, r.stream.get(), reps, run));
   RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
   return ms;
@@ -202,17 +207,13 @@ absl::StatusOr<RunAndReplayMs> TimeRunsAndReplays(RankSetup& r, int64_t m, int r
   CUstream stream = r.stream.get();
   const RunArgs args = ArgsAt(r, m);
   auto run = [&] { return ToAbsl(r.op->Run(args, stream)); };
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run());
-  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
+  RETURN_IF_ERROR(WarmUp(r, run));
   ASSIGN_OR_RETURN(std::optional<cuda::Graph> graph, CaptureRun(r, m));
   auto replay = [&]() -> absl::Status {
     CU_RETURN_IF_ERROR(api.cuGraphLaunch(graph->exec(), stream));
     return absl::OkStatus();
   };
-  if (graph) {
-    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(replay());
-    RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(stream)));
-  }
+  if (graph) RETURN_IF_ERROR(WarmUp(r, replay));
   std::vector<double> run_ms, graph_ms, ratios;
   for (int round = 0; round < rounds; ++round) {
     const bool replays_first = graph && round % 2 == 1;
@@ -381,12 +382,7 @@ absl::Status FillCache(const BenchConfig& b) {
   cache_options.dir = b.fill_cache_dir;
   ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
                    cache::KernelCache::Open(cache_options));
-  jit::BuildOptions build;
-  build.arch = cuda::ArchFor(cc);
-  if (const char* extra = std::getenv("SYNCOPATE_NVRTC_OPTIONS"); extra != nullptr) {
-    build.extra_options = cuda::SplitNvrtcOptions(extra);
-  }
-  build.cache = cache.get();
+  const jit::BuildOptions build = cuda::BuildOptionsFor(cc, cache.get());
   OpConfig config = OpConfigFor(b);
   config.cache_dir = b.fill_cache_dir;  // `syncopate tune`'s wgmma winners, as Create reads them
   Result<std::vector<int64_t>> buckets = BucketsFor(config, b.world);

@@ -21,7 +21,12 @@ source scripts/gpu-modes.sh
 world=${WORLD:-2}
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
 fill=${FILL:-}
-# The three ops of a model: kind, per-rank N, per-rank K.
+# "name:hidden,ffn" (a MODELS entry) into name, hidden and ffn.
+parse_model() {
+  name=${1%%:*} hidden=${1#*:}
+  ffn=${hidden#*,} hidden=${hidden%,*}
+}
+# The three ops of the model parse_model read: kind, per-rank N, per-rank K.
 op_shapes() {
   echo "ag $((ffn / world)) $hidden"
   echo "rs $hidden $((ffn / world))"
@@ -29,7 +34,7 @@ op_shapes() {
 }
 if [[ -n $fill ]]; then
   for entry in $models; do
-    name=${entry%%:*} hidden=${entry#*:}; ffn=${hidden#*,}; hidden=${hidden%,*}
+    parse_model "$entry"
     while read -r k n kk; do
       "$bin/ops_bench" --fill-cache "$fill/$name" --kind "$k" --n "$n" --k "$kk" --world "$world" \
         --max-m 8192 --m 8192,2048 --backend sm || exit 1
@@ -51,7 +56,7 @@ out=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 export MPS_PCT=$((100 / world))
 for entry in $models; do
-  name=${entry%%:*} hidden=${entry#*:}; ffn=${hidden#*,}; hidden=${hidden%,*}
+  parse_model "$entry"
   log=$out/$name.log
   seed_cache "$name"
   entries_before=$(cached_kernels "$name")

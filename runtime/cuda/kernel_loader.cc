@@ -23,8 +23,12 @@ std::vector<std::string> SplitNvrtcOptions(std::string_view value) {
 
 jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache,
                                   jit::KernelFetcher fetch) {
+  return BuildOptionsFor(ctx.compute_capability(), cache, std::move(fetch));
+}
+
+jit::BuildOptions BuildOptionsFor(int cc, cache::KernelCache* cache, jit::KernelFetcher fetch) {
   jit::BuildOptions options;
-  options.arch = ArchFor(ctx.compute_capability());
+  options.arch = ArchFor(cc);
   if (const char* extra = std::getenv("SYNCOPATE_NVRTC_OPTIONS"); extra != nullptr) {
     for (std::string& option : SplitNvrtcOptions(extra)) {
       options.extra_options.push_back(std::move(option));

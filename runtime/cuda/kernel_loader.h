@@ -36,6 +36,10 @@ std::string ArchFor(int cc);
 // may be empty (NVRTC compiles every miss; see jit::KernelFetcher).
 jit::BuildOptions BuildOptionsFor(const Context& ctx, cache::KernelCache* cache = nullptr,
                                   jit::KernelFetcher fetch = {});
+// The same for a GPU of compute capability `cc` that need not be here (kernels built on a host
+// without one, for ranks that load them from `cache`).
+jit::BuildOptions BuildOptionsFor(int cc, cache::KernelCache* cache = nullptr,
+                                  jit::KernelFetcher fetch = {});
 
 // SYNCOPATE_NVRTC_OPTIONS's value as NVRTC options: split at whitespace. A developer's knob for
 // A/B runs of the runtime's kernels (e.g. "-DSYNCOPATE_MOVER_INLINE=1"); the options are part of
