@@ -10,6 +10,7 @@
 #include "core/base/half_float.h"
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "tests/cuda/gpu_test_env.h"
+#include "tests/testing/rank_results.h"
 
 namespace syncopate::ops::gpu_test {
 
@@ -163,8 +164,7 @@ void ExpectEveryRankSucceeds(const Case& c, const std::string& prefix,
   const std::string job = workloads::UniqueGroupId(prefix);
   std::vector<absl::Status> results =
       workloads::RunRanks(c.world, absl::Minutes(6), [&](int rank) { return body(c, job, rank); });
-  for (int r = 0; r < c.world; ++r)
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  ::syncopate::testing::ExpectEveryRankOk(results);
 }
 
 }  // namespace syncopate::ops::gpu_test

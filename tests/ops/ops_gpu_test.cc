@@ -178,8 +178,6 @@ INSTANTIATE_TEST_SUITE_P(
              .path = PathPreference::kFused}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-// Rank 1 creates the op and never runs it: rank 0's wait ends at its deadline naming rank 1,
-// and every later call returns that same error.
 void ExpectBothRanksOk(const std::vector<absl::Status>& results) {
   ASSERT_EQ(results.size(), 2u);
   ::syncopate::testing::ExpectEveryRankOk(results);
@@ -195,6 +193,8 @@ OpConfig SmallOp(int64_t max_m) {
   return config;
 }
 
+// Rank 1 creates the op and never runs it: rank 0's wait ends at its deadline naming rank 1,
+// and every later call returns that same error.
 TEST_F(OpsGpuTest, APeerThatNeverRunsIsNamedAndTheErrorSticks) {
   const std::string job = workloads::UniqueGroupId("ops_absent");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
@@ -245,8 +245,8 @@ TEST_F(OpsGpuTest, RanksWithDifferentBucketsFailCreateNamingThem) {
 }
 
 // An engine may create the op on one thread and run it on a worker that has no CUDA context
-// current: the run's first calls (the capture query, the input copy) must not fail for that,
-// nor the op's teardown on such a thread.
+// current: the run's first calls (the input copy) must not fail for that, nor the op's teardown
+// on such a thread.
 TEST_F(OpsGpuTest, RunsAndTeardownFromAThreadWithoutTheContextWork) {
   const std::string job = workloads::UniqueGroupId("ops_thread");
   std::vector<absl::Status> results = workloads::RunRanks(2, absl::Minutes(3), [&](int rank) {
