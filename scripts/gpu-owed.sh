@@ -5,12 +5,13 @@
 # are scarce gets the most from the one call it may get:
 #   run(command: "bash scripts/gpu-owed.sh", carry: [".device"], timeout_s: 595)
 # STEPS (default below) picks and orders them:
-#   ops_mps_8       ops_gpu_test, ranks as MPS clients, connections 8 (1,000 capture replays)
+#   ops_mps_8       ops_gpu_test, ranks as MPS clients, connections 8 (1,000 capture replays);
+#                   ops_<ts|mps>_<connections> any other mode (100 replays time-sliced)
 #   protocol_mps_8  the launch-protocol suite (cuda_gpu_test's filter of gpu-checks.sh), MPS, 8
 #   ops_vs_torch    bench/ops/ops_vs_torch.sh (the ops beside torch.ops.symm_mem, every model)
 #   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
-#   protocol_mps_1  the launch-protocol suite under MPS at 1
+#   protocol_mps_1  the launch-protocol suite under MPS at 1; protocol_<ts|mps>_<c> any mode
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz).
@@ -25,19 +26,15 @@ final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
 declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [ops_vs_torch]=200 [ops_ts_8]=150
-                  [protocol_ts_1]=80 [protocol_mps_1]=30)
+                  [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
+                  [ops_ts_1]=150 [ops_ts_32]=150 [protocol_mps_32]=140 [protocol_ts_8]=80
+                  [protocol_ts_32]=80)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
 run_step() {  # run_step NAME LIMIT
   local name=$1 limit=$2
   case $name in
-    ops_mps_8) SYNCOPATE_OPS_REPLAYS=1000 STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" ;;
-    ops_ts_8) SYNCOPATE_OPS_REPLAYS=100 STEP_TIMEOUT=$limit in_mode ts:8 "$bin/ops_gpu_test" ;;
-    protocol_*)
-      local mode=${name#protocol_}
-      STEP_TIMEOUT=$limit in_mode "${mode/_/:}" "$bin/cuda_gpu_test" --gtest_filter="$protocol"
-      ;;
     ops_vs_torch)
       mkdir -p "$final_out/ops"
       OUT=$final_out/ops timeout "$limit" bash bench/ops/ops_vs_torch.sh
@@ -49,6 +46,15 @@ run_step() {  # run_step NAME LIMIT
       [[ -f $final_out/ops/logs.tgz ]] && mv "$final_out/ops/logs.tgz" "$final_out/ops_logs.tgz"
       rm -rf "$final_out/ops"
       return $rc
+      ;;
+    ops_*)  # 1,000 capture replays under MPS, 100 time-sliced (each replay is a whole slice)
+      local mode=${name#ops_} replays=1000
+      [[ $mode == ts_* ]] && replays=100
+      SYNCOPATE_OPS_REPLAYS=$replays STEP_TIMEOUT=$limit in_mode "${mode/_/:}" "$bin/ops_gpu_test"
+      ;;
+    protocol_*)
+      local mode=${name#protocol_}
+      STEP_TIMEOUT=$limit in_mode "${mode/_/:}" "$bin/cuda_gpu_test" --gtest_filter="$protocol"
       ;;
     *) echo "unknown step $name"; return 2 ;;
   esac
