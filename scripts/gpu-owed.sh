@@ -8,6 +8,8 @@
 #   ops_mps_8       ops_gpu_test, ranks as MPS clients, connections 8 (1,000 capture replays);
 #                   ops_<ts|mps>_<connections> any other mode (100 replays time-sliced)
 #   protocol_mps_8  the launch-protocol suite (cuda_gpu_test's filter of gpu-checks.sh), MPS, 8
+#   push_ab         the fused direct ReduceScatter with and without tile parts (--push-tiles),
+#                   2 ranks at M=8192 and 4 at M=2048 (bench/multigpu/rs_plans_ab.sh)
 #   ops_vs_torch    bench/ops/ops_vs_torch.sh (the ops beside torch.ops.symm_mem, every model)
 #   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
@@ -25,8 +27,8 @@ export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
-declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [ops_vs_torch]=200 [ops_ts_8]=150
-                  [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
+declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [push_ab]=110 [ops_vs_torch]=200
+                  [ops_ts_8]=150 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=150 [protocol_mps_32]=140 [protocol_ts_8]=80
                   [protocol_ts_32]=80)
 summary() {
@@ -47,6 +49,20 @@ run_step() {  # run_step NAME LIMIT
       rm -rf "$final_out/ops"
       return $rc
       ;;
+    push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
+      mkdir -p "$final_out/push"
+      OUT=$final_out/push PLANS=reducescatter.direct PUSH="0 1" TORCH=0 TESTS=0 \
+        timeout "$limit" bash bench/multigpu/rs_plans_ab.sh
+      local rc=$?
+      if ((rc == 124)); then
+        pkill -x nvidia-cuda-mps-control; pkill -x nvidia-cuda-mps-server; sleep 1
+      fi
+      [[ -f $final_out/push/logs.tgz ]] && mv "$final_out/push/logs.tgz" "$final_out/push_logs.tgz"
+      [[ -f $final_out/push/concurrent_rows.csv ]] &&
+        mv "$final_out/push/concurrent_rows.csv" "$final_out/push_rows.csv"
+      rm -rf "$final_out/push"
+      return $rc
+      ;;
     ops_*)  # 1,000 capture replays under MPS, 100 time-sliced (each replay is a whole slice)
       local mode=${name#ops_} replays=1000
       [[ $mode == ts_* ]] && replays=100
@@ -60,13 +76,17 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-for name in ${STEPS:-ops_mps_8 protocol_mps_8 ops_vs_torch ops_ts_8 protocol_ts_1 protocol_mps_1}; do
+for name in ${STEPS:-ops_mps_8 protocol_mps_8 push_ab ops_vs_torch ops_ts_8 protocol_ts_1 protocol_mps_1}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
   run_step "$name" "$l" >"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - s)) s"
-  if [[ $name == ops_vs_torch ]]; then cat "$out/$name.log"; else summary "$out/$name.log"; fi
+  if [[ $name == ops_vs_torch || $name == push_ab ]]; then
+    cat "$out/$name.log"
+  else
+    summary "$out/$name.log"
+  fi
   tar czf "$final_out/logs.tgz" -C "$out" .  # what ran so far, should the call be cut
 done
 rm -rf "$out"

@@ -43,6 +43,7 @@ absl::StatusOr<ProblemKernels> BuildProblemKernels(const BenchFlags& flags, cons
   request.cc = cc;
   request.force_mma = flags.gemm == "mma";
   request.plan_template = PlanTemplate(flags, p.workload);
+  request.push_tiles = flags.push_tiles;
   // A `syncopate tune` winner for this per-rank GEMM in the bench's cache directory, if any.
   ASSIGN_OR_RETURN(request.tuned,
                    gemm::FindTunedWgmma(flags.cache_dir, cc, p.m, p.n, p.k, request.dtype));

@@ -10,6 +10,9 @@
 #   - torch_mps_baseline.py's RS rows on the same shapes where torch is installed;
 #   - the reductions' fused workload tests (cuda_gpu_test '*FusedWorkload*rs_*') under MPS and
 #     time-sliced, connections 8.
+# PUSH (default "0"): "0 1" runs each plan twice, the second with --push-tiles (the fused GEMM
+# reduces each tile's part of a chunk as it finishes, jit KernelSpec::push_tiles): its A/B.
+# TORCH=0 leaves out the torch rows, TESTS=0 the workload tests (gpu-owed.sh's push_ab step).
 # Rows for bench/results/concurrent_tp.csv in $OUT/concurrent_rows.csv (each row's note names its
 # plan), the logs and raw CSVs in $OUT/logs.tgz. About 3 minutes with the
 # kernels in .device/cache (gpu-run.sh WARM_ARGS="--gpus 1 --ranks-per-gpu 4 --tp 4 --workloads
@@ -26,18 +29,26 @@ rows() { grep -E '^(local-gemm|comm-only|syncopate|unfused) ' "$1" | cut -c1-150
 for shape in "4 25 2048" "2 50 8192"; do
   read -r ranks pct tokens <<<"$shape"
   for plan in ${PLANS:-reducescatter.direct reducescatter.direct_inplace}; do
-    log="$out/rs_${ranks}_${plan#reducescatter.}.log"
-    s=$SECONDS
-    MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 "$bin/syncopate_tp_bench" --gpus 1 \
-      --ranks-per-gpu "$ranks" --tp "$ranks" --workloads rs --rs-plan "$plan" \
-      --models llama3.1-8b --tokens "$tokens" --chunks 1,2 --backends sm --reps 20 --warmup 3 \
-      --timeout-ms 10000 --csv "${log%.log}.csv" --cache-dir "$out/cache" > "$log" 2>&1 || rc=1
-    echo "== $plan, $ranks ranks at $pct%, M=$tokens: $((SECONDS - s)) s"; rows "$log"
-    python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
-      --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8; plan $plan" \
-      "${log%.log}.csv" >> "$out/concurrent_rows.csv" || rc=1
+    for push in ${PUSH:-0}; do
+      variant=${plan#reducescatter.}
+      push_flag=()
+      if ((push)); then variant+=_push_tiles; push_flag=(--push-tiles); fi
+      log="$out/rs_${ranks}_${variant}.log"
+      s=$SECONDS
+      MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 "$bin/syncopate_tp_bench" --gpus 1 \
+        --ranks-per-gpu "$ranks" --tp "$ranks" --workloads rs --rs-plan "$plan" \
+        --models llama3.1-8b --tokens "$tokens" --chunks 1,2 --backends sm --reps 20 \
+        --warmup 3 --timeout-ms 10000 --csv "${log%.log}.csv" --cache-dir "$out/cache" \
+        "${push_flag[@]}" > "$log" 2>&1 || rc=1
+      echo "== $plan${push_flag:+ ${push_flag[*]}}, $ranks ranks at $pct%, M=$tokens:" \
+        "$((SECONDS - s)) s"
+      rows "$log"
+      python3 "$bin/concurrent_rows.py" --date "$(date +%F)" \
+        --note "$(head -c 40 "$out/gpu.txt"), MPS ${pct}% x${ranks}, conn 8; plan $plan${push_flag:+ ${push_flag[*]}}" \
+        "${log%.log}.csv" >> "$out/concurrent_rows.csv" || rc=1
+    done
   done
-  if [[ -f $bin/torch_mps_baseline.py ]] && python3 -c 'import torch' 2>/dev/null; then
+  if [[ ${TORCH:-1} != 0 && -f $bin/torch_mps_baseline.py ]] && python3 -c 'import torch' 2>/dev/null; then
     MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 python3 "$bin/torch_mps_baseline.py" \
       --world "$ranks" --m "$tokens" --n 14336 --k 4096 --workloads rs \
       --out "$out/torch_${ranks}.csv" > "$out/torch_${ranks}.log" 2>&1 || rc=1
@@ -51,6 +62,7 @@ for shape in "4 25 2048" "2 50 8192"; do
 done
 rm -rf "$out/cache"
 for mode in mps:8 ts:8; do
+  [[ ${TESTS:-1} == 0 ]] && break
   STEP_TIMEOUT=150 in_mode "$mode" "$bin/cuda_gpu_test" --gtest_filter='*FusedWorkload*rs_*' \
     > "$out/rs_tests_${mode/:/_}.log" 2>&1 || rc=1
   echo "== rs workload tests $mode:"; grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$out/rs_tests_${mode/:/_}.log"

@@ -118,6 +118,9 @@ void DeclareFlags(FlagSet& s, BenchFlags* f, RawFlags* raw) {
   s.StringList("tile-dealing", &f->tile_dealing,
                "static, dynamic: how the fused rows deal tiles to CTAs", {"static", "dynamic"})
       .Metavar("LIST");
+  s.Bool("push-tiles", &f->push_tiles,
+         "fused GEMMs move their outgoing chunks a tile at a time where exact\n"
+         "(a ReduceScatter's reductions; jit KernelSpec::push_tiles)");
   s.Bool("no-check", &raw->no_check, "skip the correctness checks (not for reported numbers)");
   s.String("csv", &f->csv, "results (appended; header written when the file is new)")
       .Metavar("PATH");

@@ -78,6 +78,9 @@ struct BenchFlags {
   // Tile dealing of the fused rows: "static" and/or "dynamic" (LaunchOptions::dynamic_tiles).
   // Dynamic by default: it won every fused row it was measured on (RESULTS.md, 2026-12-05).
   std::vector<std::string> tile_dealing = {"dynamic"};
+  // The fused GEMMs move their outgoing chunks a tile at a time where that is exact (a
+  // ReduceScatter's reductions: jit::KernelSpec::push_tiles); the A/B is two runs.
+  bool push_tiles = false;
   // Non-empty: after each fused row, one launch traced per CTA (impl/trace.cuh) into
   // <trace_dir>/<row>_rank<r>.csv (cta, smid, start_ns, end_ns, wait_ns, waits).
   std::string trace_dir;

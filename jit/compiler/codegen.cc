@@ -275,6 +275,11 @@ struct FusedTables {
   using Groups = std::vector<std::pair<size_t, std::string>>;
   std::vector<int64_t> tile_order, wait_offsets, out_offsets, tile_out, out_base, chan_base,
       chan_ops;
+  // Parallel to tile_out, two per entry: the tile's part of a chunk moved in tile parts, as a
+  // row range of `segments` (0, 0 for other chunks). Emitted only when some chunk has parts, so
+  // a schedule without generates the source it always did.
+  std::vector<int64_t> tile_out_segs;
+  bool tile_parts = false;
   std::vector<std::vector<int64_t>> waits, out_chunks, prog_ops, deps, segments;
   Groups g_order, g_woff, g_waits, g_ooff, g_tout, g_chunks, g_prog, g_deps, g_segs;
   std::vector<std::pair<int64_t, int64_t>> seg_range;  // by transfer id: its rows of `segments`
@@ -347,6 +352,29 @@ absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
                               dep_begin, dep_end,  ready_chunk, producers,  kind};
 }
 
+// Tile `tile`'s part of rank rs's local chunk `c` (its tile_out_segs entry), its segments
+// appended to the table when the chunk moves in tile parts.
+void AddTilePartRows(const RankSchedule& rs, int tile, int c, FusedTables& t) {
+  const bool outgoing = c < static_cast<int>(rs.outgoing.size());
+  const OutgoingChunk* chunk = outgoing ? &rs.outgoing[c] : nullptr;
+  if (chunk == nullptr || !chunk->tile_parts) {
+    t.tile_out_segs.insert(t.tile_out_segs.end(), {0, 0});
+    return;
+  }
+  t.tile_parts = true;
+  const auto it =
+      std::lower_bound(chunk->producer_tiles.begin(), chunk->producer_tiles.end(), tile);
+  const std::vector<CopySegment>& part = chunk->part_segments[it - chunk->producer_tiles.begin()];
+  t.g_segs.push_back({t.segments.size(), absl::StrCat("rank ", rs.rank, " tile ", tile,
+                                                      ": its part of transfer ", chunk->transfer)});
+  t.tile_out_segs.push_back(static_cast<int64_t>(t.segments.size()));
+  for (const CopySegment& s : part) {
+    t.segments.push_back({s.src_offset_bytes, s.dst_offset_bytes, s.row_bytes, s.rows,
+                          s.src_pitch_bytes, s.dst_pitch_bytes});
+  }
+  t.tile_out_segs.push_back(static_cast<int64_t>(t.segments.size()));
+}
+
 // Rank rs's tile order, wait sets and the chunks each tile counts into.
 void AddTileRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables& t) {
   const std::string r = absl::StrCat("rank ", rs.rank);
@@ -362,7 +390,10 @@ void AddTileRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables&
       t.waits.push_back({w.signal, rs.rank, w.transfer, w.peer});
     }
     t.out_offsets.push_back(static_cast<int64_t>(t.tile_out.size()));
-    for (int c : rs.tile_outgoing[tile]) t.tile_out.push_back(c);
+    for (int c : rs.tile_outgoing[tile]) {
+      t.tile_out.push_back(c);
+      AddTilePartRows(rs, tile, c, t);
+    }
   }
 }
 
@@ -371,8 +402,8 @@ absl::Status AddChunkRows(const LoweredSchedule& lw, const RankSchedule& rs, Fus
   t.out_base.push_back(static_cast<int64_t>(t.out_chunks.size()));
   t.g_chunks.push_back({t.out_chunks.size(), absl::StrCat("rank ", rs.rank)});
   for (const OutgoingChunk& c : rs.outgoing) {
-    ASSIGN_OR_RETURN(auto row,
-                     TransferOpRow(lw, t, c.transfer, 0, 0, -1, c.producers, c.direct ? 1 : 0));
+    const int kind = c.direct ? 1 : c.tile_parts ? 3 : 0;  // impl/types.cuh's ChunkKind
+    ASSIGN_OR_RETURN(auto row, TransferOpRow(lw, t, c.transfer, 0, 0, -1, c.producers, kind));
     t.out_chunks.push_back(std::move(row));
   }
   for (const LandingGuard& g : rs.guards) {
@@ -468,6 +499,13 @@ void EmitTableArrays(const FusedTables& t, std::string& src) {
                   "words).\n");
   EmitIntArray(src, "int kOutOffsets", t.out_offsets, t.g_ooff);
   EmitIntArray(src, "int kTileOut", t.tile_out, t.g_tout);
+  if (t.tile_parts) {
+    absl::StrAppend(&src,
+                    "// Per kTileOut entry: the tile's own part of a chunk moved in tile parts, "
+                    "kSegments rows\n// [kTileOutSegs[2 k], kTileOutSegs[2 k + 1]) (empty for "
+                    "other chunks).\n");
+    EmitIntArray(src, "int kTileOutSegs", t.tile_out_segs);
+  }
   absl::StrAppend(&src,
                   "\n// Outgoing chunks of rank r: kOutChunks[kOutBase[r] .. kOutBase[r + 1]).\n");
   EmitIntArray(src, "int kOutBase", t.out_base);
@@ -475,7 +513,8 @@ void EmitTableArrays(const FusedTables& t, std::string& src) {
       &src,
       "// {transfer, src slot, dst slot, src rank, dst rank, signal, reduce (+8 plain), dtype, "
       "segments begin, end,\n//  deps begin, end, ready chunk, producers, kind (0 "
-      "publish, 1 direct move, 2 landing guard)}\n");
+      "publish, 1 direct move, 2 landing guard",
+      t.tile_parts ? ", 3 tile parts" : "", ")}\n");
   EmitStructArray(src, "TransferOp", "kOutChunks", t.out_chunks, 15, 1, t.g_chunks);
   absl::StrAppend(&src,
                   "\n// Transfer program (SM backend): rank r's channels are kChanOps[kChanBase[r] "
@@ -496,7 +535,8 @@ void EmitTableArrays(const FusedTables& t, std::string& src) {
 }
 
 // struct Tables: the constants and accessors FusedSchedule<Tables> reads.
-void EmitTablesStruct(const LoweredSchedule& lw, const KernelSpec& spec, std::string& src) {
+void EmitTablesStruct(const LoweredSchedule& lw, const KernelSpec& spec, const FusedTables& t,
+                      std::string& src) {
   absl::StrAppend(&src, "\nstruct Tables {\n");
   absl::StrAppend(&src, "  static constexpr int kWorldSize = ", lw.world_size, ";\n");
   absl::StrAppend(&src, "  static constexpr int kTilesM = ", lw.tiles_m, ";\n");
@@ -517,6 +557,12 @@ void EmitTablesStruct(const LoweredSchedule& lw, const KernelSpec& spec, std::st
   for (size_t i = 0; i < std::size(arrays); ++i) {
     absl::StrAppend(&src, "  static SYNCOPATE_DEVICE const ", accessors[i].first, "* ",
                     accessors[i].second, "() { return ", arrays[i], "; }\n");
+  }
+  if (t.tile_parts) {  // FusedSchedule finds these through TilePartsOf<Tables>
+    absl::StrAppend(&src, "  static constexpr bool kTileParts = true;\n");
+    absl::StrAppend(&src,
+                    "  static SYNCOPATE_DEVICE const int* tile_out_segs() { return "
+                    "kTileOutSegs; }\n");
   }
   absl::StrAppend(&src, "};\n");
 }
@@ -580,7 +626,7 @@ absl::StatusOr<GeneratedKernel> GenerateFusedKernel(const LoweredSchedule& lw,
   src = Prologue(FusedHeaderLines(lw, spec, k.entry_symbol), spec, kernel_source, options);
   absl::StrAppend(&src, "namespace syncopate_generated {\n\n");
   EmitTableArrays(tables, src);
-  EmitTablesStruct(lw, spec, src);
+  EmitTablesStruct(lw, spec, tables, src);
   absl::StrAppend(&src, "\n}  // namespace syncopate_generated\n\n");
   EmitFusedEntry(spec, k.entry_symbol, src);
 
@@ -594,8 +640,12 @@ absl::StatusOr<GeneratedKernel> GenerateLocalKernel(const KernelSpec& spec,
                                                     const CodegenOptions& options) {
   RETURN_IF_ERROR(ValidateKernelSpec(spec));
   GeneratedKernel k;
-  k.entry_symbol = absl::StrCat("syncopate_local_", ShortName(spec.entry), "_",
-                                ShortHash(absl::StrCat(FormatKernelSpec(spec), "\n", ToAbsl(kernel_source))));
+  // push_tiles is the fused schedule's: the local kernel is the same with or without it.
+  KernelSpec identity = spec;
+  identity.push_tiles = false;
+  k.entry_symbol = absl::StrCat(
+      "syncopate_local_", ShortName(spec.entry), "_",
+      ShortHash(absl::StrCat(FormatKernelSpec(identity), "\n", ToAbsl(kernel_source))));
   std::vector<OperandSlot> slots = SpecOperandSlots(spec);
   std::vector<std::string> header = {
       "Generated by Syncopate's overlap compiler. Do not edit; regenerate from the spec.",

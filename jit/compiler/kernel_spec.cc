@@ -187,6 +187,15 @@ absl::Status ParseInt(absl::string_view key, absl::string_view value, Int* out) 
   return absl::OkStatus();
 }
 
+absl::Status ParseBool(absl::string_view key, absl::string_view value, bool* out) {
+  if (value != "true" && value != "false") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec key ", key, ": \"", value, "\" is not true or false"));
+  }
+  *out = value == "true";
+  return absl::OkStatus();
+}
+
 OperandSpec MakeOperand(std::string name, plan::DType dtype, OperandRole role, std::string buffer,
                         plan::Shape shape, std::vector<AxisFootprint> footprint) {
   OperandSpec op;
@@ -467,6 +476,8 @@ absl::StatusOr<KernelSpec> ParseKernelSpec(std::string_view std_text) {
       st = ParseInt(key, value, &spec.block_threads);
     } else if (key == "dynamic_smem_bytes") {
       st = ParseInt(key, value, &spec.dynamic_smem_bytes);
+    } else if (key == "push_tiles") {
+      st = ParseBool(key, value, &spec.push_tiles);
     } else if (key == "operand") {
       auto op = ParseOperand(value);
       if (op.ok()) spec.params.push_back(*std::move(op));
@@ -509,6 +520,9 @@ std::string FormatKernelSpec(const KernelSpec& spec) {
   absl::StrAppend(&out, "group_m = ", spec.group_m, "\n");
   absl::StrAppend(&out, "block_threads = ", spec.block_threads, "\n");
   absl::StrAppend(&out, "dynamic_smem_bytes = ", spec.dynamic_smem_bytes, "\n");
+  // Only when set: a spec without it formats (and so hashes, names its entry and keys its cache
+  // entries) as before the field existed.
+  if (spec.push_tiles) absl::StrAppend(&out, "push_tiles = true\n");
   for (const KernelParam& p : spec.params) {
     if (const auto* s = std::get_if<ScalarSpec>(&p)) {
       absl::StrAppend(&out, "scalar = ", s->name, " ", ScalarTypeName(s->type), " ", s->value, "\n");

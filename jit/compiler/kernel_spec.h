@@ -16,6 +16,7 @@
 //   group_m = 8                          1: row-major tile order; >1: grouped-M swizzle
 //   block_threads = 256
 //   dynamic_smem_bytes = 61440
+//   push_tiles = true                    optional (default false): see KernelSpec::push_tiles
 //   operand = A bf16 consumed data 4096x4096 128*m:128 *
 //   operand = B bf16 local - 4096x4096 128*n:128 *
 //   scalar = M i32 4096
@@ -101,6 +102,13 @@ struct KernelSpec {
   int group_m = 1;
   int block_threads = 256;
   int dynamic_smem_bytes = 0;
+  // A schedule choice, not the kernel's: each tile moves its own part of an outgoing chunk as
+  // soon as it is written (its reduction or copy into the destination), instead of the chunk
+  // leaving whole once its last tile is done. Only where that is exact (lowering.h: "tile
+  // parts"); other chunks move as before. The kernel need not know: done()/done_by_group() move
+  // the part, after the tile's stores (a kernel that stores asynchronously already completes them
+  // where publishes() says so). Off: the generated source is what it was without the field.
+  bool push_tiles = false;
   std::vector<KernelParam> params;  // call order
 
   int64_t tiles_m() const { return tile_m > 0 ? (problem_m + tile_m - 1) / tile_m : 0; }

@@ -155,6 +155,7 @@ struct TileFacts {
   std::vector<int> depth;    // by transfer id: estimated arrival step (ArrivalDepths)
   std::vector<int> swizzle;  // the kernel's own tile order
   std::vector<OperandFootprints> consumed, produced;
+  bool push_tiles = false;  // KernelSpec::push_tiles
 };
 
 // The plan's transfers by id, once the ids are dense, every transfer sets a signal and names
@@ -192,6 +193,7 @@ absl::StatusOr<TileFacts> BuildTileFacts(const plan::Plan& plan,
                                          const KernelSpec& spec, const LoweredSchedule& out) {
   TileFacts facts;
   facts.num_tiles = out.num_tiles;
+  facts.push_tiles = spec.push_tiles;
   ASSIGN_OR_RETURN(facts.depth, ArrivalDepths(plan, by_id));
   for (const OperandSpec* op : spec.Operands()) {
     if (op->role == OperandRole::kLocal) continue;
@@ -287,8 +289,61 @@ void AddLandingGuards(int r, const std::vector<const plan::Transfer*>& by_id,
   }
 }
 
+// Each producer tile's box of transfer `t`'s source region and its copy segments, when the
+// chunk can move in tile parts (lowering.h); else an empty vector. The parts must be disjoint and
+// cover the region: a reduction moved twice would add twice, one left out would never move.
+absl::StatusOr<std::vector<std::vector<CopySegment>>> TilePartSegments(
+    const plan::Plan& plan, const plan::Transfer& t, const TileFacts& facts,
+    const std::vector<int>& producer_tiles) {
+  constexpr size_t kMaxParts = 4096;  // the disjointness check is quadratic
+  std::vector<std::vector<CopySegment>> none;
+  const OperandFootprints* producer = nullptr;
+  for (const OperandFootprints& f : facts.produced) {
+    if (f.op->buffer != t.src_buffer) continue;
+    if (producer != nullptr) return none;  // two operands write the buffer
+    producer = &f;
+  }
+  const plan::BufferSpec* src = plan.FindBuffer(t.src_buffer);
+  const plan::BufferSpec* dst = plan.FindBuffer(t.dst_buffer);
+  if (producer == nullptr || src == nullptr || dst == nullptr || t.src_region.boxes().size() != 1 ||
+      t.dst_region.boxes().size() != 1 || producer_tiles.size() > kMaxParts) {
+    return none;
+  }
+  const plan::Box& from = t.src_region.boxes()[0];
+  const plan::Box& to = t.dst_region.boxes()[0];
+  if (from.Extents() != to.Extents()) return none;
+  std::vector<plan::Box> parts;
+  int64_t covered = 0;
+  for (int tile : producer_tiles) {
+    const plan::Region part = producer->tiles[tile].Intersect(t.src_region);
+    if (part.boxes().size() != 1) return none;
+    parts.push_back(part.boxes()[0]);
+    covered += parts.back().NumElements();
+  }
+  if (covered != t.src_region.NumElements()) return none;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t j = i + 1; j < parts.size(); ++j) {
+      if (plan::Region({parts[i]}).Intersects(plan::Region({parts[j]}))) return none;
+    }
+  }
+  std::vector<std::vector<CopySegment>> segments;
+  for (const plan::Box& part : parts) {
+    plan::Box landing = part;  // the same elements of the destination box
+    for (int axis = 0; axis < part.rank(); ++axis) {
+      landing.lo[axis] += to.lo[axis] - from.lo[axis];
+      landing.hi[axis] += to.lo[axis] - from.lo[axis];
+    }
+    ASSIGN_OR_RETURN(
+        std::vector<CopySegment> s,
+        BuildCopyDescriptors(*src, plan::Region({part}), *dst, plan::Region({landing})));
+    segments.push_back(std::move(s));
+  }
+  return segments;
+}
+
 // Outgoing chunks of rank r in transfer-id order, with their producer tiles; small unguarded
-// ones without deps are tentatively direct (guards of every rank are known only after pass 1).
+// ones without deps are tentatively direct, and with push_tiles those that split into tile parts
+// are tentatively moved so instead (guards of every rank are known only after pass 1).
 absl::Status AddOutgoingChunks(const plan::Plan& plan, int r,
                                const std::vector<const plan::Transfer*>& by_id,
                                const TileFacts& facts, const LoweredSchedule& out,
@@ -312,8 +367,12 @@ absl::Status AddOutgoingChunks(const plan::Plan& plan, int r,
     // in pass 2.
     const LoweredTransfer& lt = out.transfers[t->id];
     const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
-    c.direct = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node &&
-               bytes <= kMaxDirectMoveBytes;
+    const bool movable = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node;
+    if (movable && facts.push_tiles) {
+      ASSIGN_OR_RETURN(c.part_segments, TilePartSegments(plan, *t, facts, c.producer_tiles));
+      c.tile_parts = !c.part_segments.empty();
+    }
+    c.direct = movable && !c.tile_parts && bytes <= kMaxDirectMoveBytes;
     rs.outgoing.push_back(std::move(c));
   }
   return absl::OkStatus();
@@ -407,8 +466,9 @@ absl::Status CheckStepDepsOnNode(const plan::Plan& plan,
   return absl::OkStatus();
 }
 
-// Pass 2 for one rank: guarded chunks are not direct; the transfer program is everything the
-// rank executes, minus direct chunks and the proxy's, per channel in plan order. Returns the
+// Pass 2 for one rank: guarded chunks are neither direct nor in tile parts; the transfer program
+// is everything the rank executes, minus direct and tile-part chunks and the proxy's, per
+// channel in plan order. Returns the
 // number of channels with at least one step.
 absl::StatusOr<int> BuildTransferProgram(const plan::Plan& plan,
                                          const std::vector<const plan::Transfer*>& by_id,
@@ -420,7 +480,11 @@ absl::StatusOr<int> BuildTransferProgram(const plan::Plan& plan,
   std::map<int, int> chunk_of_transfer;
   for (size_t c = 0; c < rs.outgoing.size(); ++c) {
     OutgoingChunk& chunk = rs.outgoing[c];
-    if (guard_of_transfer.count(chunk.transfer) != 0) chunk.direct = false;
+    if (guard_of_transfer.count(chunk.transfer) != 0) {
+      chunk.direct = false;
+      chunk.tile_parts = false;
+      chunk.part_segments.clear();
+    }
     chunk_of_transfer[chunk.transfer] = static_cast<int>(c);
   }
   const plan::RankPlan& rp = plan.ranks[r];
@@ -436,7 +500,7 @@ absl::StatusOr<int> BuildTransferProgram(const plan::Plan& plan,
       auto it = chunk_of_transfer.find(t.id);
       const OutgoingChunk* chunk =
           it == chunk_of_transfer.end() ? nullptr : &rs.outgoing[it->second];
-      if (chunk != nullptr && chunk->direct) continue;
+      if (chunk != nullptr && (chunk->direct || chunk->tile_parts)) continue;
       ProgramStep step;
       step.transfer = t.id;
       step.deps = t.deps;
@@ -548,7 +612,15 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
   }
   MarkIdentityFills(by_id, out.slots);
   const std::vector<bool> plain = PlainReductions(by_id, out);
-  for (size_t id = 0; id < plain.size(); ++id) out.transfers[id].plain_reduce = plain[id];
+  // PlainReductions orders whole chunks; parts of one leave at other times. Conservative: with
+  // any chunk in tile parts, no reduction is plain.
+  bool any_tile_parts = false;
+  for (const RankSchedule& rs : out.ranks) {
+    for (const OutgoingChunk& c : rs.outgoing) any_tile_parts |= c.tile_parts;
+  }
+  for (size_t id = 0; id < plain.size(); ++id) {
+    out.transfers[id].plain_reduce = plain[id] && !any_tile_parts;
+  }
   return out;
 }
 

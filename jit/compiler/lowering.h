@@ -12,6 +12,13 @@
 //   region. "direct" chunks (producers > 0, no deps, executed by r, at most kMaxDirectMoveBytes)
 //   are moved by their last producer tile in SM mode; the others by the transfer program (split
 //   over the comm CTAs) or the host.
+// - tile parts (spec.push_tiles): an outgoing chunk that would be direct but for its size, whose
+//   source and destination regions are single boxes of the same extents, written by one produced
+//   operand whose tiles cut it into disjoint boxes that cover it, is moved a tile at a time: each
+//   producer tile, once written, moves its own box (SM mode; it waits for the destination's entry
+//   guard first, as a direct move does) and the last one sets the destination's signal. Such a
+//   chunk leaves the transfer program; with any such chunk no reduction of the schedule is plain
+//   (plain_reductions.h orders whole chunks). The copy engine still moves it whole.
 // - tile order: waves by estimated arrival (longest chain of deps and channel predecessors over
 //   the wait set; local tiles first), the kernel's own swizzle kept inside a wave.
 // - transfer program (SM backend): r's transfers per channel in list order, minus direct chunks,
@@ -84,6 +91,10 @@ struct OutgoingChunk {
   int producers = 0;                // tiles writing into its source region
   std::vector<int> producer_tiles;  // canonical tile ids, ascending
   bool direct = false;
+  // Moved in tile parts (never also direct); part_segments[i]: producer_tiles[i]'s box of the
+  // transfer, as copy segments (offsets from the same buffers' bases as the transfer's).
+  bool tile_parts = false;
+  std::vector<std::vector<CopySegment>> part_segments;
 };
 
 // A landing guard: signal word `signal` on rank `rank` reaches the epoch once every tile of that

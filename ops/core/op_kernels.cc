@@ -100,7 +100,9 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
   for (const plan::Transfer* t : out.plan.TransfersById()) {
     if (t != nullptr && t->reduce != plan::ReduceOp::kNone) out.has_reductions = true;
   }
+  out.gemm_spec.push_tiles = r.push_tiles;
   out.comm_spec = out.gemm_spec;
+  out.comm_spec.push_tiles = false;
   out.comm_spec.name += "_comm_only";
   out.comm_spec.entry = "syncopate_ops::comm_only";
   // No shared memory: more of these tiny CTAs fit, and they only spin on flags.

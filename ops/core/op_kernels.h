@@ -37,6 +37,9 @@ struct OpKernelsRequest {
   bool force_mma = false;
   std::optional<gemm::WgmmaConfig> tuned;  // a `syncopate tune` winner for this GEMM
   std::string plan_template;               // "" = the collective's default above
+  // The fused GEMM moves its outgoing chunks a tile at a time where that is exact
+  // (jit::KernelSpec::push_tiles); the comm-only kernel never does.
+  bool push_tiles = false;
 };
 
 struct OpKernels {

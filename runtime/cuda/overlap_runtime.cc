@@ -226,7 +226,9 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
 }
 
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm) {
-  channels = std::max(channels, 1);
+  // No program step on any rank (every chunk moved by its tiles: direct or in tile parts): one
+  // comm CTA for the tail waits; another would hold a slot of the persistent grid for nothing.
+  if (channels <= 0) return 1;
   // A comm CTA interleaves the channels it owns (comm.cuh), up to 64 at a time.
   constexpr int kChannelsPerCommCta = 64;  // comm.cuh's kCommMaxChannelsPerCta
   const int interleaving = (channels + kChannelsPerCommCta - 1) / kChannelsPerCommCta;

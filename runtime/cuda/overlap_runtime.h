@@ -55,7 +55,8 @@ namespace syncopate::cuda {
 // 1.48 at 16 and 1.60-1.80 at 1; ReduceScatter 1.63 at 2, 1.66 at 8, 1.85 at 16; at M=2048,
 // 2 was 2-9% faster than 8. Below 16 SMs one (the rule before gave one there too, and a GPU
 // view of 3 SMs fits one comm, one control and one compute CTA). Otherwise up to 16 and an
-// eighth of the resident slots (`ctas_per_sm` x `sm_count`), however many channels.
+// eighth of the resident slots (`ctas_per_sm` x `sm_count`), however many channels. With no
+// channel (no rank has a program step) one, for the tail waits.
 int DefaultCommCtas(int channels, int sm_count, int ctas_per_sm);
 
 // SM backend's comm CTAs for a kernel that moves chunks and computes nothing (an unfused

@@ -31,6 +31,13 @@ TEST(DefaultCommCtasTest, TwoWhereEachCtaTakesAWholeSm) {
   EXPECT_EQ(DefaultCommCtas(1, 3, 1), 1);
 }
 
+TEST(DefaultCommCtasTest, OneForTheTailWaitsWhereNoChannelHasSteps) {
+  // Every chunk moved by its tiles (direct, or in tile parts): nothing for a comm CTA to move.
+  EXPECT_EQ(DefaultCommCtas(0, 132, 1), 1);
+  EXPECT_EQ(DefaultCommCtas(0, 66, 2), 1);
+  EXPECT_EQ(DefaultCommCtas(0, 3, 1), 1);
+}
+
 TEST(TransfersAloneCommCtasTest, ARankWithItsGpuAloneGetsThirtyTwo) {
   EXPECT_EQ(TransfersAloneCommCtas(1, 132, 1), 32);
   EXPECT_EQ(TransfersAloneCommCtas(2, 132, 1), 32);

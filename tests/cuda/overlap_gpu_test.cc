@@ -267,6 +267,82 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
 
+// GEMM+ReduceScatter in tile parts (KernelSpec::push_tiles): each tile reduces its own rows of
+// a chunk into the owner's output as it finishes, counts them in at its CTA's next tile (or at
+// the kernel's end), and the chunk's last tile signals the owner. Over many launches (the chunk
+// counters reset by each chunk's last part), in a graph, with tiles that straddle chunks
+// (M = 456 at 2 ranks and 2 chunks: chunks of 114 rows, tiles of 128), through the Hopper
+// kernel's staged epilogue (N a multiple of 8) and its register path (N = 316), the mma kernel's
+// CTA-collective done(), and 3 ranks' reductions into each output.
+TEST(FusedTilePartsTest, ReduceScatterInTilePartsMatchesTheReference) {
+  SYNCOPATE_REQUIRE_GPU();
+  struct Case {
+    Param p;
+    bool wgmma;
+    bool graph;
+  };
+  const std::vector<Case> cases = {
+      {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 456, 1024, 264},
+       true,
+       false},
+      {{"rs", "reducescatter.direct", 2, plan::DType::kF16, Backend::kSm, 1, 456, 316, 264},
+       true,
+       true},
+      {{"rs", "reducescatter.direct", 4, plan::DType::kBF16, Backend::kSm, 2, 1032, 512, 128},
+       true,
+       false},
+      {{"rs", "reducescatter.direct", 3, plan::DType::kF16, Backend::kSm, 2, 390, 264, 64},
+       false,
+       false},
+  };
+  std::string not_run;  // cases whose ranks do not fit on the GPU at once
+  for (const Case& k : cases) {
+    if (std::string why = RanksDoNotFitReason(k.p.world); !why.empty()) {
+      not_run += " world " + std::to_string(k.p.world) + ": " + why;
+      continue;
+    }
+    WorkloadConfig c;
+    c.push_tiles = true;
+    c.launches = 30;
+    c.check_every = 10;
+    c.dynamic_tiles = k.wgmma;
+    c.graph = k.graph;
+    bool skip = false;
+    std::vector<absl::Status> results;
+    if (k.wgmma) {
+      results = RunWgmmaWorkload(k.p, c, &skip);
+      if (skip) GTEST_SKIP() << results[0];
+    } else {
+      results = RunWorkload(k.p, c);
+    }
+    ExpectEveryRankOk(results, absl::StrCat(k.wgmma ? "wgmma" : "mma", " world ", k.p.world,
+                                            k.graph ? " graph" : ""));
+  }
+  if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
+}
+
+// A rank that never launches: the others' tiles wait for its entry before reducing into its
+// output, and give up at their deadline naming it (a compute CTA's wait, where the whole chunk's
+// move was a comm CTA's).
+TEST(FusedTilePartsTest, NeverLaunchingRankIsNamed) {
+  SYNCOPATE_REQUIRE_GPU();
+  WorkloadConfig c;
+  c.push_tiles = true;
+  c.absent_rank = 2;
+  c.wgmma = true;
+  c.dynamic_tiles = true;
+  c.timeout = absl::Milliseconds(200);
+  auto results = RunWorkload(
+      {"rs", "reducescatter.direct", 3, plan::DType::kBF16, Backend::kSm, 1, 390, 264, 64}, c);
+  if (results[0].code() == absl::StatusCode::kFailedPrecondition) GTEST_SKIP() << results[0];
+  EXPECT_TRUE(results[2].ok()) << results[2];
+  for (int r : {0, 1}) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded)
+        << "rank " << r << ": " << results[r];
+    EXPECT_THAT(results[r].message(), HasSubstr("rank 2 had not entered launch")) << results[r];
+  }
+}
+
 // Four ranks sharing one GPU as MPS clients with a quarter of its SMs each (gpu-checks.sh runs
 // this test at MPS_PCT=25 as well): the fused copy-engine AllGather of the Hopper kernel (one CTA
 // per SM) stalled within 15 launches when it left 1 or 4 of a rank's 32 slots to the driver's

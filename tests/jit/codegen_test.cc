@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "jit/compiler/embedded_headers.h"
 #include "tests/jit/test_plans.h"
@@ -147,6 +148,55 @@ TEST(CodegenTest, MetadataForGemmReduceScatter) {
   EXPECT_TRUE(md.operands[3].needs_identity_fill);
   EXPECT_EQ(md.operands[3].bytes, 128 * 256 * 2);
   EXPECT_EQ(md.plan_hash, plan::PlanHash(plan));
+}
+
+// Tile parts (KernelSpec::push_tiles): chunk kind 3, each tile's part as a row range of
+// kSegments after the transfers' own rows, and the Tables members TilePartsOf looks for; a
+// schedule without parts emits none of it (its source is what it always was), and the two get
+// different entry symbols.
+TEST(CodegenTest, TilePartsTables) {
+  const plan::Plan plan = ReduceScatterPlan("direct", 2, 64, 32, 1);
+  KernelSpec spec = GemmSpecForReduceScatter(64, 32, 16, plan::DType::kBF16, 16, 32);
+  auto whole = GenerateFusedKernel(plan, spec, "");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  spec.push_tiles = true;
+  auto lw = Lower(plan, spec);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  auto parts = GenerateFusedKernel(*lw, spec, "");
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  for (const char* member : {"kTileParts", "kTileOutSegs", "tile_out_segs()"}) {
+    EXPECT_EQ(whole->source.find(member), std::string::npos) << member;
+    EXPECT_NE(parts->source.find(member), std::string::npos) << member;
+  }
+  EXPECT_NE(parts->source.find("static constexpr bool kTileParts = true;"), std::string::npos);
+  EXPECT_NE(whole->entry_symbol, parts->entry_symbol);
+  // 4 tiles of 16 rows per rank, 2 ranks' slabs of 32 rows: each tile writes one chunk (its
+  // rank's push or own contribution), whose part is the tile's 16 rows of 64 bytes.
+  size_t transfer_rows = 0;
+  for (const auto& s : lw->segments) transfer_rows += s.size();
+  std::string want = "    // rank 0 tile 0: its part of transfer";
+  EXPECT_NE(parts->source.find(want), std::string::npos);
+  for (const RankSchedule& rs : lw->ranks) {
+    for (const OutgoingChunk& c : rs.outgoing) {
+      EXPECT_TRUE(c.tile_parts);
+      EXPECT_EQ(c.producers, 2);
+    }
+  }
+  // Rank 0's first entry: rows [transfer_rows, transfer_rows + 1) of kSegments.
+  EXPECT_NE(parts->source.find(absl::StrCat("kTileOutSegs[", 2 * 2 * 4, "] = {\n    ",
+                                            transfer_rows, ", ", transfer_rows + 1, ",")),
+            std::string::npos)
+      << parts->source.substr(parts->source.find("kTileOutSegs["), 200);
+  // kind 3 in every outgoing chunk row (its last field).
+  EXPECT_NE(parts->source.find(", 3 tile parts)}"), std::string::npos);
+  EXPECT_EQ(parts->metadata.suggested_comm_ctas, 0);  // no program step on any rank
+  // The local kernel does not depend on the fused schedule's choice.
+  auto local_parts = GenerateLocalKernel(spec, "");
+  spec.push_tiles = false;
+  auto local = GenerateLocalKernel(spec, "");
+  ASSERT_TRUE(local_parts.ok() && local.ok());
+  EXPECT_EQ(local_parts->entry_symbol, local->entry_symbol);
+  EXPECT_EQ(local_parts->source, local->source);
 }
 
 TEST(CodegenTest, NodeMapsNeverShareASymbol) {

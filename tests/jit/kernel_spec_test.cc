@@ -75,6 +75,26 @@ scalar = eps f32 1e-5
   EXPECT_EQ(ops[2]->Footprint(7, 4).ToString(), "[896:1000,256:300)");
 }
 
+// push_tiles: written only when set, so every spec without it formats (and hashes) as it did
+// before the key existed; a value other than true/false is an error naming the key.
+TEST(KernelSpecTest, PushTilesRoundTripsAndIsWrittenOnlyWhenSet) {
+  KernelSpec spec = GemmSpecForReduceScatter(256, 256, 64, plan::DType::kBF16);
+  EXPECT_EQ(FormatKernelSpec(spec).find("push_tiles"), std::string::npos);
+  spec.push_tiles = true;
+  const std::string text = FormatKernelSpec(spec);
+  EXPECT_NE(text.find("push_tiles = true\n"), std::string::npos) << text;
+  auto parsed = ParseKernelSpec(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->push_tiles);
+  EXPECT_EQ(*parsed, spec);
+  auto off = ParseKernelSpec(text.substr(0, text.find("push_tiles")) + "push_tiles = false\n");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->push_tiles);
+  ExpectError(ParseKernelSpec("entry = k\npush_tiles = yes\n").status(),
+              absl::StatusCode::kInvalidArgument,
+              "line 2: spec key push_tiles: \"yes\" is not true or false");
+}
+
 TEST(KernelSpecTest, AffineExpressions) {
   auto spec = ParseKernelSpec(
       "entry = k\nproblem_m = 4\nproblem_n = 4\ntile_m = 1\ntile_n = 1\n"

@@ -5,6 +5,7 @@
 // cannot carry is refused, and which templates lower on two nodes of two ranks.
 #include "jit/compiler/lowering.h"
 
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -31,6 +32,50 @@ bool Overlap(const std::vector<char>& a, const std::vector<char>& b) {
     if (a[i] && b[i]) return true;
   }
   return false;
+}
+
+// Every (source byte, destination byte) pair `segments` move, once each (a pair moved twice
+// shows as a count of 2).
+std::map<std::pair<int64_t, int64_t>, int> BytePairs(const std::vector<CopySegment>& segments) {
+  std::map<std::pair<int64_t, int64_t>, int> pairs;
+  for (const CopySegment& s : segments) {
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (int64_t b = 0; b < s.row_bytes; ++b) {
+        ++pairs[{s.src_offset_bytes + r * s.src_pitch_bytes + b,
+                 s.dst_offset_bytes + r * s.dst_pitch_bytes + b}];
+      }
+    }
+  }
+  return pairs;
+}
+
+// Whether chunk `t` of a push_tiles spec can move in tile parts, by element masks: one produced
+// operand writes its source buffer, source and destination are single boxes of the same extents,
+// and the producer tiles' footprints cut the source region into parts that cover it exactly once.
+bool SplitsIntoTileParts(const plan::Plan& plan, const KernelSpec& spec, const plan::Transfer& t,
+                         const std::set<int>& producers, int tiles_n) {
+  const OperandSpec* producer = nullptr;
+  for (const OperandSpec* o : spec.Operands()) {
+    if (o->role != OperandRole::kProduced || o->buffer != t.src_buffer) continue;
+    if (producer != nullptr) return false;
+    producer = o;
+  }
+  if (producer == nullptr || t.src_region.boxes().size() != 1 || t.dst_region.boxes().size() != 1 ||
+      t.src_region.boxes()[0].Extents() != t.dst_region.boxes()[0].Extents()) {
+    return false;
+  }
+  const plan::BufferSpec& buf = *plan.FindBuffer(t.src_buffer);
+  const std::vector<char> region = Mask(t.src_region, buf.strides, buf.NumElements());
+  std::vector<int> times(region.size(), 0);
+  for (int tile : producers) {
+    const std::vector<char> fp =
+        Mask(producer->Footprint(tile / tiles_n, tile % tiles_n), buf.strides, buf.NumElements());
+    for (size_t i = 0; i < fp.size(); ++i) times[i] += fp[i] && region[i];
+  }
+  for (size_t i = 0; i < region.size(); ++i) {
+    if (times[i] != (region[i] ? 1 : 0)) return false;
+  }
+  return true;
 }
 
 // Checks every table of `lw` for `plan` x `spec` by brute force.
@@ -111,8 +156,21 @@ void CheckAgainstBruteForce(const plan::Plan& plan, const KernelSpec& spec,
       EXPECT_EQ(c.producers, static_cast<int>(want.size()));
       const int64_t bytes =
           t->src_region.NumElements() * plan::DTypeSize(plan.FindBuffer(t->src_buffer)->dtype);
-      EXPECT_EQ(c.direct, !want.empty() && t->deps.empty() && t->rank == r &&
-                              guard_of.count(t->id) == 0 && bytes <= kMaxDirectMoveBytes);
+      const bool movable =
+          !want.empty() && t->deps.empty() && t->rank == r && guard_of.count(t->id) == 0;
+      const bool parts =
+          movable && spec.push_tiles && SplitsIntoTileParts(plan, spec, *t, want, lw.tiles_n);
+      EXPECT_EQ(c.tile_parts, parts) << "transfer " << t->id;
+      EXPECT_EQ(c.direct, movable && !parts && bytes <= kMaxDirectMoveBytes);
+      if (c.tile_parts) {
+        // The parts move exactly the transfer's bytes, each once, in producer-tile order.
+        ASSERT_EQ(c.part_segments.size(), c.producer_tiles.size());
+        std::vector<CopySegment> all;
+        for (const auto& part : c.part_segments) all.insert(all.end(), part.begin(), part.end());
+        EXPECT_EQ(BytePairs(all), BytePairs(lw.segments[t->id])) << "transfer " << t->id;
+      } else {
+        EXPECT_TRUE(c.part_segments.empty());
+      }
       for (int tile : want) want_tile_chunks[tile].insert(expected_chunks);
       ++expected_chunks;
     }
@@ -153,15 +211,18 @@ void CheckAgainstBruteForce(const plan::Plan& plan, const KernelSpec& spec,
         EXPECT_LT(swizzle_pos[a], swizzle_pos[b]) << "position " << i;
       }
     }
-    // Transfer program: every transfer rank r executes, in channel order, except direct chunks.
+    // Transfer program: every transfer rank r executes, in channel order, except the chunks
+    // tiles move (direct or in tile parts).
     const plan::RankPlan& rp = plan.ranks[r];
     ASSERT_EQ(rs.program.size(), rp.channels.size());
     for (size_t ch = 0; ch < rp.channels.size(); ++ch) {
       std::vector<int> want;
       for (const plan::Transfer& t : rp.channels[ch]) {
-        bool direct = false;
-        for (const OutgoingChunk& c : rs.outgoing) direct |= c.transfer == t.id && c.direct;
-        if (!direct) want.push_back(t.id);
+        bool by_tiles = false;
+        for (const OutgoingChunk& c : rs.outgoing) {
+          by_tiles |= c.transfer == t.id && (c.direct || c.tile_parts);
+        }
+        if (!by_tiles) want.push_back(t.id);
       }
       std::vector<int> got;
       for (const ProgramStep& s : rs.program[ch]) {
@@ -228,6 +289,73 @@ INSTANTIATE_TEST_SUITE_P(Matrix, GemmReduceScatterLoweringTest,
                                             ::testing::Values(2, 3, 4, 8),
                                             ::testing::Values(1, 2, 3, 5, 8),
                                             ::testing::Values(16, 64), ::testing::Values(32, 64)));
+
+// push_tiles: the direct ReduceScatter's chunks all move in tile parts (none guarded, the
+// output's slabs single boxes), so no transfer program is left; the ring's hops that land on
+// guarded "input" stay in the program; the in-place plan's chunks all land on guarded inputs or
+// wait for reductions (deps). Tiles that straddle chunks (tile_m 64 over slabs of ~33 rows)
+// give a part to each. The brute force decides every chunk.
+class TilePartsLoweringTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TilePartsLoweringTest, MatchesBruteForce) {
+  const auto& [algo, world, chunks, tile_m, tile_n] = GetParam();
+  const int64_t m = 197, n = 40, k = 16;
+  const plan::Plan plan = ReduceScatterPlan(algo, world, m, n, chunks);
+  KernelSpec spec = GemmSpecForReduceScatter(m, n, k, plan::DType::kBF16, tile_m, tile_n);
+  spec.push_tiles = true;
+  auto lw = Lower(plan, spec);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  CheckAgainstBruteForce(plan, spec, *lw);
+  bool any_parts = false;
+  for (const RankSchedule& rs : lw->ranks) {
+    for (const OutgoingChunk& c : rs.outgoing) {
+      if (algo == "direct") EXPECT_TRUE(c.tile_parts) << "transfer " << c.transfer;
+      EXPECT_FALSE(c.direct && c.tile_parts);
+      any_parts |= c.tile_parts;
+    }
+    if (algo == "direct") {
+      for (const auto& channel : rs.program) EXPECT_TRUE(channel.empty());
+    }
+  }
+  EXPECT_EQ(any_parts, algo != "direct_inplace");
+  // Plain reductions are proven for whole chunks: with parts, none is plain.
+  if (any_parts) {
+    for (const LoweredTransfer& t : lw->transfers) EXPECT_FALSE(t.plain_reduce) << t.id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, TilePartsLoweringTest,
+                         ::testing::Combine(::testing::Values("ring", "direct", "direct_inplace"),
+                                            ::testing::Values(2, 3, 4), ::testing::Values(1, 2, 3),
+                                            ::testing::Values(16, 64), ::testing::Values(32)));
+
+// Without push_tiles nothing moves in tile parts (the brute force above checks every table).
+TEST(LoweringTest, TilePartsOnlyWhenTheSpecAsks) {
+  const plan::Plan plan = ReduceScatterPlan("direct", 2, 1024, 1024, 1);
+  KernelSpec spec = GemmSpecForReduceScatter(1024, 1024, 64, plan::DType::kBF16, 128, 128);
+  auto off = Lower(plan, spec);
+  ASSERT_TRUE(off.ok()) << off.status();
+  spec.push_tiles = true;
+  auto on = Lower(plan, spec);
+  ASSERT_TRUE(on.ok()) << on.status();
+  for (int r = 0; r < 2; ++r) {
+    for (const OutgoingChunk& c : off->ranks[r].outgoing) EXPECT_FALSE(c.tile_parts);
+    for (const OutgoingChunk& c : on->ranks[r].outgoing) {
+      EXPECT_TRUE(c.tile_parts);
+      // 1024 x 1024 in 128 x 128 tiles: each 512-row slab is 4 x 8 tiles, one segment of 128
+      // rows of 256 bytes each.
+      ASSERT_EQ(c.producer_tiles.size(), 32u);
+      for (const auto& part : c.part_segments) {
+        ASSERT_EQ(part.size(), 1u);
+        EXPECT_EQ(part[0].rows, 128);
+        EXPECT_EQ(part[0].row_bytes, 256);
+        EXPECT_EQ(part[0].src_pitch_bytes, 2048);
+      }
+    }
+  }
+  EXPECT_GT(off->max_program_channels, 0);
+  EXPECT_EQ(on->max_program_channels, 0);  // DefaultCommCtas then launches one comm CTA
+}
 
 TEST(LoweringTest, SmallAllGatherExactTables) {
   // Two ranks, 8 rows, one chunk per shard, tiles of 2 rows straddle nothing; 3 rows straddle.

@@ -121,6 +121,17 @@ TEST_P(NvrtcCompileTest, FusedGemmReduceScatterF16) {
   ExpectCompiles(*k, GetParam());
 }
 
+// Tile parts (push_tiles) through the CTA-collective done() of the mma.sync GEMM.
+TEST_P(NvrtcCompileTest, FusedGemmReduceScatterInTileParts) {
+  const plan::Plan plan = ReduceScatterPlan("direct", 4, 512, 384, 2, plan::DType::kBF16);
+  KernelSpec spec = GemmSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 64);
+  spec.push_tiles = true;
+  auto k = GenerateFusedKernel(plan, spec, Example("gemm_mma.cuh"), {"gemm_mma.cuh"});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_NE(k->source.find("kTileParts = true"), std::string::npos);
+  ExpectCompiles(*k, GetParam());
+}
+
 TEST_P(NvrtcCompileTest, LocalGemmBf16AndF16) {
   for (plan::DType dtype : {plan::DType::kBF16, plan::DType::kF16}) {
     const KernelSpec spec = GemmSpecForAllGather(777, 300, 72, dtype, 64, 64);
@@ -195,6 +206,13 @@ TEST(NvrtcCompileWgmma, FusedAndLocalForSm90a) {
       Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
   ASSERT_TRUE(f2.ok()) << f2.status();
   kernels.push_back(*f2);
+  // The same in tile parts: the warp-specialised done_by_group's path.
+  KernelSpec parts = GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kF16, 128, 128, 3);
+  parts.push_tiles = true;
+  auto f3 = GenerateFusedKernel(rs, parts, Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(f3.ok()) << f3.status();
+  ASSERT_NE(f3->source.find("kTileParts = true"), std::string::npos);
+  kernels.push_back(*f3);
   for (plan::DType dtype : {plan::DType::kBF16, plan::DType::kF16}) {
     auto l = GenerateLocalKernel(GemmWgmmaSpecForAllGather(777, 300, 72, dtype),
                                  Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
@@ -208,7 +226,7 @@ TEST(NvrtcCompileWgmma, FusedAndLocalForSm90a) {
     EXPECT_EQ(k.metadata.block_dim, 384);
   }
   ExpectCompiles(kernels[0], "sm_90");
-  ExpectCompiles(kernels[2], "sm_80");
+  ExpectCompiles(kernels[3], "sm_80");
 }
 
 // Bytes of static shared memory in a cubin: the sizes of its ".nv.shared.<kernel>" sections

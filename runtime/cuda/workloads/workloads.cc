@@ -53,11 +53,11 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   // The plan moves rows of A [M, K] for AllGather+GEMM and of C [M, N] for GEMM+ReduceScatter.
   const bool ag = collective == Collective::kAllGather;
   const plan::Shape shape = ag ? plan::Shape{c.m, c.k} : plan::Shape{c.m, c.n};
-  const jit::KernelSpec spec =
-      ag ? (c.wgmma ? jit::GemmWgmmaSpecForAllGather(c.m, c.n, c.k, c.dtype)
-                    : jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype))
-         : (c.wgmma ? jit::GemmWgmmaSpecForReduceScatter(c.m, c.n, c.k, c.dtype)
-                    : jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype));
+  jit::KernelSpec spec = ag ? (c.wgmma ? jit::GemmWgmmaSpecForAllGather(c.m, c.n, c.k, c.dtype)
+                                       : jit::GemmSpecForAllGather(c.m, c.n, c.k, c.dtype))
+                            : (c.wgmma ? jit::GemmWgmmaSpecForReduceScatter(c.m, c.n, c.k, c.dtype)
+                                       : jit::GemmSpecForReduceScatter(c.m, c.n, c.k, c.dtype));
+  spec.push_tiles = c.push_tiles;
   Setup s;
   cache::KernelCache::Options co;
   co.dir = TestCacheDir();

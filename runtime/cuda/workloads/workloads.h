@@ -64,6 +64,9 @@ struct WorkloadConfig {
   // LaunchOptions::dynamic_tiles: kernels that claim tiles (gemm_wgmma.cuh) get them from the
   // group's counter instead of a static deal.
   bool dynamic_tiles = false;
+  // jit::KernelSpec::push_tiles: the GEMM+ReduceScatter's tiles reduce their own parts of the
+  // outgoing chunks as they finish.
+  bool push_tiles = false;
   // Where the fused kernel's binary comes from, made in the rank process for what it builds
   // (e.g. DaemonKernelFetcher over a Client of the node's daemon). When set, the rank's kernel
   // cache is in memory only, so every rank asks, and a rank whose binary was not fetched fails

@@ -172,6 +172,18 @@ class LocalSchedule {
   int next_ = -1;  // claim's cursor (static deal)
 };
 
+// Whether generated `Tables` move some chunk in tile parts (KernelSpec::push_tiles): such tables
+// define kTileParts and tile_out_segs(); tables without define neither (their source is what it
+// was before tile parts existed).
+template <class Tables, class = void>
+struct TilePartsOf {
+  static constexpr bool value = false;
+};
+template <class Tables>
+struct TilePartsOf<Tables, decltype(void(Tables::kTileParts))> {
+  static constexpr bool value = Tables::kTileParts;
+};
+
 // The overlap schedule. `Tables` (generated) provides:
 //   static constexpr int kWorldSize, kTilesM, kTilesN, kNumTiles, kGroupM;
 //   static constexpr bool kCommJoinsCompute;  no transfer waits for a tile (no producers, guards)
@@ -187,10 +199,18 @@ class LocalSchedule {
 //   static const TransferOp* prog_ops();
 //   static const WaitEntry* deps();
 //   static const CopySegment* segments();
+// and, where some chunk moves in tile parts (TilePartsOf):
+//   static constexpr bool kTileParts;
+//   static const int* tile_out_segs();  two per tile_out() entry: the tile's part, segments()
+//                                       rows [first, second)
 template <class Tables>
 class FusedSchedule {
  public:
   SYNCOPATE_DEVICE explicit FusedSchedule(const FusedLaunchArgs& args) : args_(args) {}
+  // One per thread of a compute CTA, for the kernel's whole run: a copy would count the tile
+  // parts it holds twice (~FusedSchedule).
+  FusedSchedule(const FusedSchedule&) = delete;
+  FusedSchedule& operator=(const FusedSchedule&) = delete;
 
   // Compute CTAs follow the comm and control CTAs; tiles are dealt out among them. Where comm
   // CTAs join the computation (CommJoinsCompute), they take the last places of the deal, so the
@@ -271,7 +291,7 @@ class FusedSchedule {
   // chunk resets its counter and publishes it (SM mode, direct chunk: moves it to the peer and
   // sets the peer's signal; landing guard: sets this rank's guard word; always:
   // chunk_ready[c] = epoch, for the copy engine / comm CTAs).
-  SYNCOPATE_DEVICE void done(const Tile& t) const {
+  SYNCOPATE_DEVICE void done(const Tile& t) {
     const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
     const int begin = off[0];
     const int end = off[1];
@@ -279,10 +299,15 @@ class FusedSchedule {
     __syncthreads();  // every thread's stores of the tile are issued
     const bool tid0 = FlatThreadIdx() == 0;
     if (tid0) __threadfence_system();
+    if (tid0) CountTileParts();  // the previous tile's, covered by that fence
     const int base = Tables::out_base()[args_.rank];
     for (int k = begin; k < end; ++k) {
       const int c = Tables::tile_out()[k];
       const TransferOp& op = Tables::out_chunks()[base + c];
+      if (MovesTileParts(op)) {
+        if (!MoveTilePart(k, op, WholeCta())) return;
+        continue;
+      }
       int last = 0;
       if (tid0) {
         const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
@@ -306,6 +331,7 @@ class FusedSchedule {
         }
       }
     }
+    if (tid0) DeferTileParts(begin, end);
   }
 
   // Warp-specialised kernels (a producer warp loads tiles while consumer warps compute earlier
@@ -342,7 +368,7 @@ class FusedSchedule {
 
   // done_by_group: collective over the thread group `g` that wrote the tile (every member calls
   // it after its stores of the tile; only g's named barrier is used). Same effect as done().
-  SYNCOPATE_DEVICE void done_by_group(const Tile& t, const ThreadGroup& g) const {
+  SYNCOPATE_DEVICE void done_by_group(const Tile& t, const ThreadGroup& g) {
     __shared__ int syncopate_done_last;
     const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
     const int begin = off[0];
@@ -351,10 +377,15 @@ class FusedSchedule {
     g.sync();  // every member's stores of the tile are issued
     const bool tid0 = g.tid == 0;
     if (tid0) __threadfence_system();
+    if (tid0) CountTileParts();  // the previous tile's, covered by that fence
     const int base = Tables::out_base()[args_.rank];
     for (int k = begin; k < end; ++k) {
       const int c = Tables::tile_out()[k];
       const TransferOp& op = Tables::out_chunks()[base + c];
+      if (MovesTileParts(op)) {
+        if (!MoveTilePart(k, op, g)) return;
+        continue;
+      }
       if (tid0) {
         int last = 0;
         const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
@@ -383,6 +414,18 @@ class FusedSchedule {
           StoreReleaseSys(args_.chunk_ready + c, LaunchEpoch(args_));
         }
       }
+    }
+    if (tid0) DeferTileParts(begin, end);
+  }
+
+  // The last tile's parts are counted when the kernel returns (and the schedule with it): by
+  // the thread that moved them, which alone holds them. Not after an abort (nothing more is
+  // published then).
+  SYNCOPATE_DEVICE ~FusedSchedule() {
+    if constexpr (TilePartsOf<Tables>::value) {
+      if (pending_begin_ == pending_end_ || DeviceAborted(args_)) return;
+      __threadfence_system();  // the parts' reductions, issued before the group's last barrier
+      CountTileParts();
     }
   }
 
@@ -423,8 +466,79 @@ class FusedSchedule {
   }
 
  private:
+  // Tile parts (kTileParts chunks, SM mode): each producer tile moves its own part as soon as it
+  // is written, and the last producer sets the destination's signal. Counting a part into the
+  // chunk needs its reductions to have landed (a fence), which takes them a while to drain: the
+  // count waits until the moving group's next tile is done (that tile's fence covers them,
+  // having had a tile's computation to land) or the kernel returns (the destructor).
+  SYNCOPATE_DEVICE bool MovesTileParts(const TransferOp& op) const {
+    if constexpr (TilePartsOf<Tables>::value) {
+      return op.direct == kTileParts && args_.num_comm_ctas > 0;
+    }
+    return false;
+  }
+
+  // Group-collective: waits (thread 0) for the destination to have entered the launch, as a
+  // direct move does (its identity fill before our reductions), then moves entry k's part. False
+  // when the launch aborted.
+  SYNCOPATE_DEVICE bool MoveTilePart(int k, const TransferOp& op, const ThreadGroup& g) {
+    if constexpr (TilePartsOf<Tables>::value) {
+      __shared__ int syncopate_part_guarded;
+      if (g.tid == 0) {
+        const unsigned long long bit = 1ull << op.dst_rank;
+        if ((entered_ & bit) == 0ull && WaitGuards(args_, op.dst_rank)) entered_ |= bit;
+        syncopate_part_guarded = (entered_ & bit) != 0ull ? 1 : 0;
+      }
+      g.sync();
+      const int guarded = syncopate_part_guarded;
+      g.sync();  // read before thread 0 may write it again
+      if (!guarded) return false;
+      const int* segs = Tables::tile_out_segs() + 2 * k;
+      GroupMoveSegments(
+          Tables::segments(), segs[0], segs[1], OperandOn(args_, op.src_slot, op.src_rank),
+          OperandOn(args_, op.dst_slot, op.dst_rank), op.dtype, op.reduce, g.tid, g.nthreads);
+      g.sync();  // every member's part issued before thread 0's later fence
+    }
+    return true;
+  }
+
+  // Thread 0 of the group, after moving this tile's parts: they are counted later.
+  SYNCOPATE_DEVICE void DeferTileParts(int begin, int end) {
+    if constexpr (TilePartsOf<Tables>::value) {
+      if (args_.num_comm_ctas == 0) return;
+      pending_begin_ = begin;
+      pending_end_ = end;
+    }
+  }
+
+  // Thread 0 of the group, after a fence that follows the pending parts' reductions: counts each
+  // into its chunk; the last producer resets the counter and releases the destination's signal
+  // and this rank's chunk_ready.
+  SYNCOPATE_DEVICE void CountTileParts() {
+    if constexpr (TilePartsOf<Tables>::value) {
+      const int base = Tables::out_base()[args_.rank];
+      for (int k = pending_begin_; k < pending_end_; ++k) {
+        const int c = Tables::tile_out()[k];
+        const TransferOp& op = Tables::out_chunks()[base + c];
+        if (!MovesTileParts(op)) continue;
+        const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
+        if (prev + 1u != static_cast<unsigned>(op.producers)) continue;
+        atomicExch(args_.chunk_counters + c, 0u);  // ready for the next launch
+        __threadfence_system();                    // the other producers' parts before the signal
+        StoreReleaseSys(SignalWordOn(args_, op.dst_rank, op.signal), LaunchEpoch(args_));
+        StoreReleaseSys(args_.chunk_ready + c, LaunchEpoch(args_));
+      }
+      pending_begin_ = pending_end_ = 0;
+    }
+  }
+
   const FusedLaunchArgs& args_;
   int next_ = -1;  // claim's cursor when it deals statically
+  // Tile parts, on the thread that moves a group's parts: tile_out() entries of its last tile
+  // not yet counted, and the ranks seen entered this launch (a bit each, kMaxRanks <= 64).
+  int pending_begin_ = 0;
+  int pending_end_ = 0;
+  unsigned long long entered_ = 0ull;
 };
 
 }  // namespace syncopate

@@ -84,6 +84,8 @@ enum ChunkKind : int {
   kPublishOnly = 0,   // last producer sets chunk_ready; comm CTAs or the host move it
   kDirectMove = 1,    // SM mode: the last producer moves it to the peer and sets its signal
   kLandingGuard = 2,  // last producer sets this rank's signal word `signal` (peers may reduce in)
+  kTileParts = 3,     // SM mode: every producer moves its own part (the tables' tile_out_segs)
+                      // and the last one sets the peer's signal; else as kPublishOnly
 };
 
 // TransferOp::direct for transfer-program steps. Channel order is part of the plan's semantics
