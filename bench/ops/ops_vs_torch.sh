@@ -66,14 +66,21 @@ for entry in $models; do
       --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
       echo "   ops_bench $k failed (exit $?)"
   done < <(op_shapes)
+  after_cpp=$(cached_kernels "$name")
   STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
     --buckets 8192,2048 --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
   grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^RESULT" "$log" | cut -c1-110
   grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
-  # Kernels the ranks compiled: 0 when the build host's were all they needed.
-  echo "   cache entries: $entries_before from the build host, $(($(cached_kernels "$name") - entries_before)) compiled on the GPU"
+  # Kernels the ranks compiled: 0 when the build host's were all they needed. On 2026-12-07
+  # every one was compiled again (10 of 10 a model), with the same NVRTC and build options on
+  # both machines: which side compiled them (ops_bench's C++ ops or the Python ones) and the keys
+  # in the logs are the next clue.
+  echo "   cache entries: $entries_before from the build host, compiled on the GPU:" \
+    "$((after_cpp - entries_before)) by ops_bench, $(($(cached_kernels "$name") - after_cpp)) by Python"
+  # Every key at the end, for a comparison with .device/ops-cache/<model> on the build host.
+  find "$out/ops-cache-$name/entries" -type f -printf '%f\n' | sort >"$out/${name}_keys.txt"
   rm -rf "$out/ops-cache-$name"
 done
 echo "== host time per run call, M=128, shard in the workspace (llama3.1-8b AllGather)"
