@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "jit/compiler/byte_extents.h"
 #include "jit/compiler/plain_reductions.h"
 #include "syncopate/launch_abi.h"
 
@@ -341,6 +342,41 @@ absl::StatusOr<std::vector<std::vector<CopySegment>>> TilePartSegments(
   return segments;
 }
 
+// Whether moving transfer `t` in tile parts keeps every order the plan relies on. Its parts
+// leave at their tiles' times and its signal only once a group's next tile (or the kernel's end)
+// counts the last part, so: no tile of the rank may wait for anything (a tile waiting, however
+// indirectly, on that signal would hold the last count forever), no transfer may depend on it,
+// and no other transfer of its channel may touch its bytes (channel order is part of a plan's
+// semantics, channel_order.h; reductions with the same op commute).
+bool TilePartsKeepOrder(const plan::Plan& plan, const plan::Transfer& t, const LoweredSchedule& out,
+                        const RankSchedule& rs) {
+  for (const auto& w : rs.waits) {
+    if (!w.empty()) return false;
+  }
+  for (const plan::RankPlan& rp : plan.ranks) {
+    for (const auto& channel : rp.channels) {
+      for (const plan::Transfer& u : channel) {
+        if (std::find(u.deps.begin(), u.deps.end(), t.id) != u.deps.end()) return false;
+      }
+    }
+  }
+  const ByteExtent t_src = SideExtent(out, t.id, true), t_dst = SideExtent(out, t.id, false);
+  for (const auto& channel : plan.ranks[t.rank].channels) {
+    const bool mine = std::any_of(channel.begin(), channel.end(),
+                                  [&](const plan::Transfer& u) { return u.id == t.id; });
+    if (!mine) continue;
+    for (const plan::Transfer& u : channel) {
+      if (u.id == t.id) continue;
+      const ByteExtent u_src = SideExtent(out, u.id, true), u_dst = SideExtent(out, u.id, false);
+      const bool commute = t.reduce != plan::ReduceOp::kNone && t.reduce == u.reduce;
+      if (Overlap(t_dst, u_src) || Overlap(t_src, u_dst) || (Overlap(t_dst, u_dst) && !commute)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Outgoing chunks of rank r in transfer-id order, with their producer tiles; small unguarded
 // ones without deps are tentatively direct, and with push_tiles those that split into tile parts
 // are tentatively moved so instead (guards of every rank are known only after pass 1).
@@ -368,7 +404,7 @@ absl::Status AddOutgoingChunks(const plan::Plan& plan, int r,
     const LoweredTransfer& lt = out.transfers[t->id];
     const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
     const bool movable = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node;
-    if (movable && facts.push_tiles) {
+    if (movable && facts.push_tiles && TilePartsKeepOrder(plan, *t, out, rs)) {
       ASSIGN_OR_RETURN(c.part_segments, TilePartSegments(plan, *t, facts, c.producer_tiles));
       c.tile_parts = !c.part_segments.empty();
     }
@@ -612,8 +648,8 @@ absl::StatusOr<LoweredSchedule> Lower(const plan::Plan& plan, const KernelSpec& 
   }
   MarkIdentityFills(by_id, out.slots);
   const std::vector<bool> plain = PlainReductions(by_id, out);
-  // PlainReductions orders whole chunks; parts of one leave at other times. Conservative: with
-  // any chunk in tile parts, no reduction is plain.
+  // Conservative: PlainReductions' proofs were made for chunks that move whole, and have not
+  // been redone for parts; with any chunk in tile parts, no reduction is plain.
   bool any_tile_parts = false;
   for (const RankSchedule& rs : out.ranks) {
     for (const OutgoingChunk& c : rs.outgoing) any_tile_parts |= c.tile_parts;

@@ -12,17 +12,19 @@
 //   region. "direct" chunks (producers > 0, no deps, executed by r, at most kMaxDirectMoveBytes)
 //   are moved by their last producer tile in SM mode; the others by the transfer program (split
 //   over the comm CTAs) or the host.
-// - tile parts (spec.push_tiles): an outgoing chunk that would be direct but for its size, whose
-//   source and destination regions are single boxes of the same extents, written by one produced
-//   operand whose tiles cut it into disjoint boxes that cover it, is moved a tile at a time: each
+// - tile parts (spec.push_tiles): an outgoing chunk that could be direct (whatever its size),
+//   whose source and destination regions are single boxes of the same extents, written by one
+//   produced operand whose tiles cut it into disjoint boxes that cover it, on a rank whose tiles
+//   wait for nothing, with no transfer depending on it and none of its channel touching its
+//   bytes (its parts leave out of channel order), is moved a tile at a time: each
 //   producer tile, once written, moves its own box (SM mode; it waits for the destination's entry
 //   guard first, as a direct move does) and the last one sets the destination's signal. Such a
 //   chunk leaves the transfer program; with any such chunk no reduction of the schedule is plain
 //   (plain_reductions.h orders whole chunks). The copy engine still moves it whole.
 // - tile order: waves by estimated arrival (longest chain of deps and channel predecessors over
 //   the wait set; local tiles first), the kernel's own swizzle kept inside a wave.
-// - transfer program (SM backend): r's transfers per channel in list order, minus direct chunks,
-//   each with its deps (signal words) and the outgoing chunk it must await.
+// - transfer program (SM backend): r's transfers per channel in list order, minus direct and
+//   tile-part chunks, each with its deps (signal words) and the outgoing chunk it must await.
 // - landing guards: a reduction that lands in a buffer the destination's own computation writes
 //   (ring ReduceScatter hops into "input") must not land before that computation wrote the
 //   overlapping tiles (templates.h's "ordering obligation outside the plan model"). For each such

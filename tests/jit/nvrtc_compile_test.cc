@@ -285,6 +285,13 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
                           Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
   ASSERT_TRUE(f3.ok()) << f3.status();
   kernels.push_back(*f3);
+  // Tile parts add their own flag in shared memory.
+  KernelSpec parts = GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 128, 6);
+  parts.push_tiles = true;
+  auto f4 = GenerateFusedKernel(rs, parts, Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  ASSERT_TRUE(f4.ok()) << f4.status();
+  ASSERT_NE(f4->source.find("kTileParts = true"), std::string::npos);
+  kernels.push_back(*f4);
   for (const GeneratedKernel& k : kernels) {
     const Compiled c = CompileForArch(k, "sm_90a");
     ASSERT_TRUE(c.ok) << c.log;

@@ -23,6 +23,10 @@
 //                             an operand slot's pointer on a peer (nullptr when not symmetric)
 // wait() and done() contain __syncthreads(): every thread of the CTA calls them, in the same
 // order. Kernels must leave shared memory consistent across tiles (a persistent CTA runs many).
+// done() and done_by_group() may move data and wait (bounded) for a peer to enter the launch,
+// and keep state in the schedule (a spec with push_tiles counts a tile's part at the next call
+// or when the schedule is destroyed): take the schedule by reference, never copy it, and return
+// from the kernel normally (no exit or trap). One thread group per CTA calls done_by_group.
 // Warp-specialised kernels (examples/kernels/gemm_wgmma.cuh) use the role-split pair instead:
 //   bool wait_by_thread(const Tile&)                 one thread (the loader), no barrier
 //   void done_by_group(const Tile&, ThreadGroup g)   the threads that wrote the tile, named

@@ -24,6 +24,8 @@
 //   publishes chunk c: it release-stores chunk_ready[c] = epoch (the launch waits of a
 //   copy-engine launch turn that into a gate for the copy's side stream); for the SM / direct
 //   backends it copies the chunk to the peer itself and release-stores the peer's signal = epoch.
+//   A chunk in tile parts (SM backend) is moved by every producer, each its own part, counted
+//   after its move (and a fence); the last count release-stores the peer's signal.
 // - Every dependency on another process is observed by a device thread with a deadline, never by
 //   a stream wait (stream waits of one process share hardware queues: a blocked one stalls the
 //   unrelated streams behind it, measured under MPS). The kernel runs `launch_waits`:
@@ -34,8 +36,8 @@
 //             the step's side stream waits for it, a wait only this kernel or the host releases);
 //     kTail   before the kernel ends: every chunk destined to this rank arrived, every rank that
 //             pulls from this rank drained it.
-//   Guards run in the comm CTAs (SM) and before a direct move; gates and tails in the control
-//   CTA (copy engine: CTA num_comm_ctas) or, with no control CTA, in comm CTA 0.
+//   Guards run in the comm CTAs (SM) and before a direct move or a tile part; gates and tails in
+//   the control CTA (copy engine: CTA num_comm_ctas) or, with no control CTA, in comm CTA 0.
 // - Every wait has a deadline (wait_timeout_ns, measured with %globaltimer). The first wait to
 //   expire fills *timeout_record (host-mapped) and raises *device_abort (device memory: every
 //   other spinning wait reads it and gives up at once). *abort_flag (host-mapped, set by the

@@ -1,9 +1,9 @@
 // The communication CTAs of the SM backend: CTAs [0, num_comm_ctas) execute this rank's transfer
-// program (every transfer the rank executes, except outgoing chunks their last producer tile
-// moves itself). With at least two comm CTAs per channel, each channel gets
-// split = num_comm_ctas / channels CTAs that run every step of it together, each a 1/split part
-// (one CTA keeps too few bytes in flight for the memory system); the last part's CTA signals,
-// and no part of a step that depends on channel order (kAfterPrevious) starts before the
+// program (every transfer the rank executes, except outgoing chunks their producer tiles move
+// themselves: direct chunks and chunks in tile parts). With at least two comm CTAs per channel,
+// each channel gets split = num_comm_ctas / channels CTAs that run every step of it together, each
+// a 1/split part (one CTA keeps too few bytes in flight for the memory system); the last part's CTA
+// signals, and no part of a step that depends on channel order (kAfterPrevious) starts before the
 // channel's previous step completed.
 // Otherwise channel g belongs to comm CTA g % num_comm_ctas, and a CTA interleaves its channels:
 // thread 0 polls each channel's next step without blocking and runs the first one whose

@@ -290,12 +290,18 @@ class FusedSchedule {
   // CTA-collective. Counts this tile into every outgoing chunk it writes; the last producer of a
   // chunk resets its counter and publishes it (SM mode, direct chunk: moves it to the peer and
   // sets the peer's signal; landing guard: sets this rank's guard word; always:
-  // chunk_ready[c] = epoch, for the copy engine / comm CTAs).
+  // chunk_ready[c] = epoch, for the copy engine / comm CTAs). A chunk in tile parts (SM mode):
+  // the tile moves its own part now, once the destination entered the launch (so this may wait
+  // for a peer), and counts it at its next call, join_transfers or the schedule's end; its last
+  // part sets the peer's signal.
   SYNCOPATE_DEVICE void done(const Tile& t) {
     const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
     const int begin = off[0];
     const int end = off[1];
-    if (begin == end) return;
+    if (begin == end) {
+      if (FlatThreadIdx() == 0) FlushTileParts();
+      return;
+    }
     __syncthreads();  // every thread's stores of the tile are issued
     const bool tid0 = FlatThreadIdx() == 0;
     if (tid0) __threadfence_system();
@@ -373,7 +379,10 @@ class FusedSchedule {
     const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
     const int begin = off[0];
     const int end = off[1];
-    if (begin == end) return;
+    if (begin == end) {
+      if (g.tid == 0) FlushTileParts();
+      return;
+    }
     g.sync();  // every member's stores of the tile are issued
     const bool tid0 = g.tid == 0;
     if (tid0) __threadfence_system();
@@ -421,13 +430,7 @@ class FusedSchedule {
   // The last tile's parts are counted when the kernel returns (and the schedule with it): by
   // the thread that moved them, which alone holds them. Not after an abort (nothing more is
   // published then).
-  SYNCOPATE_DEVICE ~FusedSchedule() {
-    if constexpr (TilePartsOf<Tables>::value) {
-      if (pending_begin_ == pending_end_ || DeviceAborted(args_)) return;
-      __threadfence_system();  // the parts' reductions, issued before the group's last barrier
-      CountTileParts();
-    }
-  }
+  SYNCOPATE_DEVICE ~FusedSchedule() { FlushTileParts(); }
 
   // After the kernel's last tile, in a kernel that takes its tiles with claim() (once it
   // returned -1), collective over the threads that computed tiles (a thread group, or the whole
@@ -437,10 +440,13 @@ class FusedSchedule {
   // may belong to a CTA not yet resident. A kernel that deals itself statically (first/stride)
   // must not call it. False when the launch aborted. Call it once, as the group's last use of
   // the schedule, from one group per CTA (its claim and step words are CTA-wide shared memory).
-  SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup& g) const {
+  SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup& g) {
+    // The group's last parts first: a joined CTA may wait for a peer (pieces.cuh) whose step
+    // waits for them.
+    if (g.tid == 0) FlushTileParts();
     return JoinTransfers<Tables>(args_, g);
   }
-  SYNCOPATE_DEVICE bool join_transfers() const { return join_transfers(WholeCta()); }
+  SYNCOPATE_DEVICE bool join_transfers() { return join_transfers(WholeCta()); }
 
   // Operand `operand` (slot) on rank `peer`, for direct stores from an epilogue; nullptr when
   // the runtime bound no symmetric allocation for it.
@@ -500,6 +506,18 @@ class FusedSchedule {
       g.sync();  // every member's part issued before thread 0's later fence
     }
     return true;
+  }
+
+  // Thread 0 of the group, with nothing else to publish now (no chunk in this tile, before
+  // joining the transfers, at the kernel's end): its pending parts are counted, after a fence
+  // (their reductions were issued before the group's last barrier). Not after an abort (nothing
+  // more is published then).
+  SYNCOPATE_DEVICE void FlushTileParts() {
+    if constexpr (TilePartsOf<Tables>::value) {
+      if (pending_begin_ == pending_end_ || DeviceAborted(args_)) return;
+      __threadfence_system();
+      CountTileParts();
+    }
   }
 
   // Thread 0 of the group, after moving this tile's parts: they are counted later.
