@@ -157,6 +157,13 @@ std::vector<absl::Status> RunWgmmaWorkload(const WgmmaParam& p, WorkloadConfig c
   return results;
 }
 
+// The workload with the Hopper kernel (`wgmma`; `*skip` as RunWgmmaWorkload) or the mma one.
+std::vector<absl::Status> RunWithKernel(const Param& p, bool wgmma, const WorkloadConfig& c,
+                                        bool* skip) {
+  *skip = false;
+  return wgmma ? RunWgmmaWorkload(p, c, skip) : RunWorkload(p, c);
+}
+
 TEST_P(WgmmaWorkloadTest, MatchesReference) {
   SYNCOPATE_REQUIRE_GPU();
   SYNCOPATE_REQUIRE_RANKS_FIT(GetParam().world);
@@ -255,13 +262,8 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
     c.check_every = 10;
     c.dynamic_tiles = true;
     bool skip = false;
-    std::vector<absl::Status> results;
-    if (k.wgmma) {
-      results = RunWgmmaWorkload(k.p, c, &skip);
-      if (skip) GTEST_SKIP() << results[0];
-    } else {
-      results = RunWorkload(k.p, c);
-    }
+    std::vector<absl::Status> results = RunWithKernel(k.p, k.wgmma, c, &skip);
+    if (skip) GTEST_SKIP() << results[0];
     ExpectEveryRankOk(results, absl::StrCat((k.wgmma ? "wgmma" : "mma"), " world ", k.p.world));
   }
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
@@ -308,13 +310,8 @@ TEST(FusedTilePartsTest, ReduceScatterInTilePartsMatchesTheReference) {
     c.dynamic_tiles = k.wgmma;
     c.graph = k.graph;
     bool skip = false;
-    std::vector<absl::Status> results;
-    if (k.wgmma) {
-      results = RunWgmmaWorkload(k.p, c, &skip);
-      if (skip) GTEST_SKIP() << results[0];
-    } else {
-      results = RunWorkload(k.p, c);
-    }
+    std::vector<absl::Status> results = RunWithKernel(k.p, k.wgmma, c, &skip);
+    if (skip) GTEST_SKIP() << results[0];
     ExpectEveryRankOk(results, absl::StrCat(k.wgmma ? "wgmma" : "mma", " world ", k.p.world,
                                             k.graph ? " graph" : ""));
   }
