@@ -71,7 +71,8 @@ for entry in $models; do
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
     --buckets 8192,2048 --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
-  grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^RESULT" "$log" | cut -c1-110
+  grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^host,.*,syncopate,|^RESULT" "$log" |
+    cut -c1-110
   grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
   # Kernels the ranks compiled: 0 when the build host's were all they needed. On 2026-12-07
   # every one was compiled again (10 of 10 a model), with the same NVRTC and build options on

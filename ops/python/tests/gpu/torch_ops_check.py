@@ -401,17 +401,23 @@ def line_up(ctx):
 
 
 def bench(ctx, fn):
-    """Median of --reps CUDA-event times on torch's current stream, ranks lined up first."""
-    times = []
+    """Median of --reps CUDA-event times on torch's current stream, ranks lined up first. Also
+    keeps the median host time of the call itself in ctx.last_host_ms: a call that holds the
+    host between the two events shows in a single run's time, not in a back-to-back one's."""
+    times, host = [], []
     for i in range(ctx.a.warmup + ctx.a.reps):
         line_up(ctx)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
+        t0 = time.perf_counter()
         fn()
+        t1 = time.perf_counter()
         e.record()
         e.synchronize()
         if i >= ctx.a.warmup:
             times.append(s.elapsed_time(e))
+            host.append((t1 - t0) * 1e3)
+    ctx.last_host_ms = statistics.median(host)
     return statistics.median(times)
 
 
@@ -453,7 +459,12 @@ def measure(ctx, kind, M, impl, fn, check=None, counts=False):
         return None
     wrong = [n for o, n in got if not o]
     checked = "" if check is None else f"; output {'WRONG: ' + wrong[0] if wrong else 'ok'}"
-    return time_row(ctx, kind, M, impl, lambda: bench(ctx, fn), "rank medians", checked)
+    ctx.last_host_ms = float("nan")
+    worst = time_row(ctx, kind, M, impl, lambda: bench(ctx, fn), "rank medians", checked)
+    host = ctx.gather(ctx.last_host_ms)
+    ctx.say(f"host,{kind},{M},{impl},{max(host):.4f}  # ms of host time per single timed call, "
+            f"rank medians {[round(h, 4) for h in host]}")
+    return worst
 
 
 def time_row(ctx, kind, M, impl, timed, label, note=""):
