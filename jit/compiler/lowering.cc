@@ -157,6 +157,7 @@ struct TileFacts {
   std::vector<int> swizzle;  // the kernel's own tile order
   std::vector<OperandFootprints> consumed, produced;
   bool push_tiles = false;  // KernelSpec::push_tiles
+  std::vector<char> depended_on;  // by transfer id: some transfer lists it in its deps
 };
 
 // The plan's transfers by id, once the ids are dense, every transfer sets a signal and names
@@ -195,7 +196,11 @@ absl::StatusOr<TileFacts> BuildTileFacts(const plan::Plan& plan,
   TileFacts facts;
   facts.num_tiles = out.num_tiles;
   facts.push_tiles = spec.push_tiles;
-  ASSIGN_OR_RETURN(facts.depth, ArrivalDepths(plan, by_id));
+  ASSIGN_OR_RETURN(facts.depth, ArrivalDepths(plan, by_id));  // also checks every dep's id
+  facts.depended_on.assign(by_id.size(), 0);
+  for (const plan::Transfer* t : by_id) {
+    for (int d : t->deps) facts.depended_on[d] = 1;
+  }
   for (const OperandSpec* op : spec.Operands()) {
     if (op->role == OperandRole::kLocal) continue;
     OperandFootprints f{op, {}};
@@ -348,18 +353,12 @@ absl::StatusOr<std::vector<std::vector<CopySegment>>> TilePartSegments(
 // indirectly, on that signal would hold the last count forever), no transfer may depend on it,
 // and no other transfer of its channel may touch its bytes (channel order is part of a plan's
 // semantics, channel_order.h; reductions with the same op commute).
-bool TilePartsKeepOrder(const plan::Plan& plan, const plan::Transfer& t, const LoweredSchedule& out,
-                        const RankSchedule& rs) {
+bool TilePartsKeepOrder(const plan::Plan& plan, const plan::Transfer& t, const TileFacts& facts,
+                        const LoweredSchedule& out, const RankSchedule& rs) {
   for (const auto& w : rs.waits) {
     if (!w.empty()) return false;
   }
-  for (const plan::RankPlan& rp : plan.ranks) {
-    for (const auto& channel : rp.channels) {
-      for (const plan::Transfer& u : channel) {
-        if (std::find(u.deps.begin(), u.deps.end(), t.id) != u.deps.end()) return false;
-      }
-    }
-  }
+  if (facts.depended_on[t.id]) return false;
   const ByteExtent t_src = SideExtent(out, t.id, true), t_dst = SideExtent(out, t.id, false);
   for (const auto& channel : plan.ranks[t.rank].channels) {
     const bool mine = std::any_of(channel.begin(), channel.end(),
@@ -404,7 +403,7 @@ absl::Status AddOutgoingChunks(const plan::Plan& plan, int r,
     const LoweredTransfer& lt = out.transfers[t->id];
     const int64_t bytes = t->src_region.NumElements() * plan::DTypeSize(lt.dtype);
     const bool movable = c.producers > 0 && t->deps.empty() && t->rank == r && !lt.inter_node;
-    if (movable && facts.push_tiles && TilePartsKeepOrder(plan, *t, out, rs)) {
+    if (movable && facts.push_tiles && TilePartsKeepOrder(plan, *t, facts, out, rs)) {
       ASSIGN_OR_RETURN(c.part_segments, TilePartSegments(plan, *t, facts, c.producer_tiles));
       c.tile_parts = !c.part_segments.empty();
     }

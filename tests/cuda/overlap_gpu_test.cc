@@ -164,6 +164,36 @@ std::vector<absl::Status> RunWithKernel(const Param& p, bool wgmma, const Worklo
   return wgmma ? RunWgmmaWorkload(p, c, skip) : RunWorkload(p, c);
 }
 
+// One case of a test that runs several: the workload, the kernel, its config and a label for
+// failures.
+struct KernelCase {
+  Param p;
+  bool wgmma;
+  WorkloadConfig config;
+  std::string label;
+};
+
+// Runs each case whose ranks fit on the GPU at once and expects every rank ok. Returns the cases
+// not run and why; stops at the first case that needs sm_90 where this GPU has none, with the
+// reason in `*no_sm90`.
+std::string RunKernelCases(const std::vector<KernelCase>& cases, std::string* no_sm90) {
+  std::string not_run;
+  for (const KernelCase& k : cases) {
+    if (std::string why = RanksDoNotFitReason(k.p.world); !why.empty()) {
+      not_run += " world " + std::to_string(k.p.world) + ": " + why;
+      continue;
+    }
+    bool skip = false;
+    std::vector<absl::Status> results = RunWithKernel(k.p, k.wgmma, k.config, &skip);
+    if (skip) {
+      *no_sm90 = results[0].ToString();
+      return not_run;
+    }
+    ExpectEveryRankOk(results, k.label);
+  }
+  return not_run;
+}
+
 TEST_P(WgmmaWorkloadTest, MatchesReference) {
   SYNCOPATE_REQUIRE_GPU();
   SYNCOPATE_REQUIRE_RANKS_FIT(GetParam().world);
@@ -235,37 +265,31 @@ TEST(WgmmaDynamicTilesTest, ManyLaunchesAndGraphReplaysMatchTheReference) {
 // move every piece); steps of 1-4 pieces.
 TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
   SYNCOPATE_REQUIRE_GPU();
-  struct Case {
-    Param p;
-    bool wgmma;
-  };
-  const std::vector<Case> cases = {
+  WorkloadConfig c;
+  c.launches = 30;
+  c.check_every = 10;
+  c.dynamic_tiles = true;
+  const std::vector<KernelCase> cases = {
       // 4096 x 1024 bf16 out: shards of 4 MB, steps of 2 MB (4 pieces).
       {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 4096, 1024, 128},
-       true},
+       true,
+       c,
+       "wgmma world 2"},
       // Shards of 2 MB in 4 chunks: steps of 512 KB (4 pieces of 128 KB) and 3 ranks'
       // reductions into each.
       {{"rs", "reducescatter.direct", 4, plan::DType::kF16, Backend::kSm, 4, 4096, 1024, 128},
-       true},
+       true,
+       c,
+       "wgmma world 4"},
       // The mma kernel (no join), one chunk per shard of 2 MB (4 pieces).
       {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 1, 2048, 1024, 64},
-       false},
+       false,
+       c,
+       "mma world 2"},
   };
-  std::string not_run;  // cases whose ranks do not fit on the GPU at once
-  for (const Case& k : cases) {
-    if (std::string why = RanksDoNotFitReason(k.p.world); !why.empty()) {
-      not_run += " world " + std::to_string(k.p.world) + ": " + why;
-      continue;
-    }
-    WorkloadConfig c;
-    c.launches = 30;
-    c.check_every = 10;
-    c.dynamic_tiles = true;
-    bool skip = false;
-    std::vector<absl::Status> results = RunWithKernel(k.p, k.wgmma, c, &skip);
-    if (skip) GTEST_SKIP() << results[0];
-    ExpectEveryRankOk(results, absl::StrCat((k.wgmma ? "wgmma" : "mma"), " world ", k.p.world));
-  }
+  std::string no_sm90;
+  const std::string not_run = RunKernelCases(cases, &no_sm90);
+  if (!no_sm90.empty()) GTEST_SKIP() << no_sm90;
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
 
@@ -278,43 +302,35 @@ TEST(FusedPiecesTest, ReduceScatterStepsOfManyPiecesStayRightOverManyLaunches) {
 // CTA-collective done(), and 3 ranks' reductions into each output.
 TEST(FusedTilePartsTest, ReduceScatterInTilePartsMatchesTheReference) {
   SYNCOPATE_REQUIRE_GPU();
-  struct Case {
-    Param p;
-    bool wgmma;
-    bool graph;
-  };
-  const std::vector<Case> cases = {
+  WorkloadConfig c;
+  c.push_tiles = true;
+  c.launches = 30;
+  c.check_every = 10;
+  WorkloadConfig hopper = c;  // the Hopper kernel claims its tiles
+  hopper.dynamic_tiles = true;
+  WorkloadConfig hopper_graph = hopper;
+  hopper_graph.graph = true;
+  const std::vector<KernelCase> cases = {
       {{"rs", "reducescatter.direct", 2, plan::DType::kBF16, Backend::kSm, 2, 456, 1024, 264},
        true,
-       false},
+       hopper,
+       "wgmma world 2"},
       {{"rs", "reducescatter.direct", 2, plan::DType::kF16, Backend::kSm, 1, 456, 316, 264},
        true,
-       true},
+       hopper_graph,
+       "wgmma world 2 graph"},
       {{"rs", "reducescatter.direct", 4, plan::DType::kBF16, Backend::kSm, 2, 1032, 512, 128},
        true,
-       false},
+       hopper,
+       "wgmma world 4"},
       {{"rs", "reducescatter.direct", 3, plan::DType::kF16, Backend::kSm, 2, 390, 264, 64},
        false,
-       false},
+       c,
+       "mma world 3"},
   };
-  std::string not_run;  // cases whose ranks do not fit on the GPU at once
-  for (const Case& k : cases) {
-    if (std::string why = RanksDoNotFitReason(k.p.world); !why.empty()) {
-      not_run += " world " + std::to_string(k.p.world) + ": " + why;
-      continue;
-    }
-    WorkloadConfig c;
-    c.push_tiles = true;
-    c.launches = 30;
-    c.check_every = 10;
-    c.dynamic_tiles = k.wgmma;
-    c.graph = k.graph;
-    bool skip = false;
-    std::vector<absl::Status> results = RunWithKernel(k.p, k.wgmma, c, &skip);
-    if (skip) GTEST_SKIP() << results[0];
-    ExpectEveryRankOk(results, absl::StrCat(k.wgmma ? "wgmma" : "mma", " world ", k.p.world,
-                                            k.graph ? " graph" : ""));
-  }
+  std::string no_sm90;
+  const std::string not_run = RunKernelCases(cases, &no_sm90);
+  if (!no_sm90.empty()) GTEST_SKIP() << no_sm90;
   if (!not_run.empty()) GTEST_SKIP() << "not run (one-GPU stand-in):" << not_run;
 }
 
