@@ -54,6 +54,8 @@ cached_kernels() { find "$out/ops-cache-$1/entries" -type f | wc -l; }
 final_out=$out
 out=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+# Where this machine's toolkit headers really are (the cache key once held this path).
+echo "toolkit headers: $(readlink -f /usr/local/cuda/include) CUDA_HOME=${CUDA_HOME:-unset}"
 export MPS_PCT=$((100 / world))
 for entry in $models; do
   parse_model "$entry"
@@ -75,9 +77,8 @@ for entry in $models; do
     cut -c1-110
   grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
   # Kernels the ranks compiled: 0 when the build host's were all they needed. On 2026-12-07
-  # every one was compiled again (10 of 10 a model), with the same NVRTC and build options on
-  # both machines: which side compiled them (ops_bench's C++ ops or the Python ones) and the keys
-  # in the logs are the next clue.
+  # every one was compiled again (10 of 10 a model): the key held the toolkit's include path,
+  # which may canonicalise differently there; it now holds the headers' content.
   echo "   cache entries: $entries_before from the build host, compiled on the GPU:" \
     "$((after_cpp - entries_before)) by ops_bench, $(($(cached_kernels "$name") - after_cpp)) by Python"
   # Every key at the end, for a comparison with .device/ops-cache/<model> on the build host.

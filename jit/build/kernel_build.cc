@@ -4,12 +4,17 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/plan/validate.h"
 #include "spdlog/spdlog.h"
@@ -29,6 +34,39 @@ std::string CanonicalPath(const std::string& path) {
   std::error_code error;
   std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
   return error ? path : canonical.string();
+}
+
+std::string ToHexDigest(Sha256& hasher) {
+  const std::array<uint8_t, 32> digest = hasher.Finish();
+  return ToHex(digest.data(), digest.size());
+}
+
+// What stands for the toolkit headers under the include folder `dir` in a cache key: a digest of
+// the content of the ones fused kernels include (cuda_bf16.h, cuda_fp16.h and the .hpp files
+// they pull in). Content, not the folder's path: two machines with one toolkit installed at
+// different places (/usr/local/cuda-13.0/include here, .../targets/x86_64-linux/include there)
+// must share keys, or a cache filled on a build host is never hit on the GPU machine. The path
+// stands in only where none of the headers can be read. Read once per folder per process.
+std::string ToolkitHeadersDigest(const std::string& dir) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* digests = new std::map<std::string, std::string>();
+  absl::MutexLock lock(&mu);
+  auto [it, inserted] = digests->try_emplace(dir);
+  if (!inserted) return it->second;
+  Sha256 hasher;
+  bool read_any = false;
+  for (const char* name : {"cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp16.h", "cuda_fp16.hpp"}) {
+    std::ifstream in(std::filesystem::path(dir) / name, std::ios::binary);
+    if (!in) continue;
+    const std::string content((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    hasher.Update(absl::StrCat(name, ":", content.size(), ":"));
+    hasher.Update(content);
+    read_any = true;
+  }
+  it->second = read_any ? absl::StrCat("toolkit-headers=", ToHexDigest(hasher))
+                        : absl::StrCat("include-path=", CanonicalPath(dir));
+  return it->second;
 }
 
 }  // namespace
@@ -78,11 +116,11 @@ cache::CacheKeyParts KeyPartsOf(const GeneratedKernel& generated,
   parts.headers = nvrtc_options.headers;
   parts.nvrtc_version = nvrtc::NvrtcVersion();
   parts.options = nvrtc_options.extra_options;
-  // Toolkit headers (cuda_bf16.h) come from these directories; their content follows the NVRTC
-  // version, which is already a key part, so the paths stand in for them.
-  // Canonical, so /usr/local/cuda/include and the versioned directory it links to are one key.
-  for (const std::string& dir : nvrtc_options.include_paths) {
-    parts.options.push_back(absl::StrCat("--include-path=", CanonicalPath(dir)));
+  // The toolkit headers the kernels include come from the first folder (the second is cccl's,
+  // whose cuda/ptx follows the NVRTC version, already a key part).
+  if (!nvrtc_options.include_paths.empty()) {
+    parts.options.push_back(
+        absl::StrCat("--", ToolkitHeadersDigest(nvrtc_options.include_paths.front())));
   }
   parts.arch = nvrtc_options.arch;
   parts.plan_hash = std::string(plan_hash);

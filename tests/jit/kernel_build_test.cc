@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -59,6 +60,29 @@ TEST_F(ScratchDir, DifferentToolkitsGiveDifferentKeys) {
   fs::create_directories(root_ / "cuda-12.8" / "include");
   EXPECT_NE(KeyWith((root_ / "cuda-12.8" / "include").string()),
             KeyWith((root_ / "cuda-13.0" / "include").string()));
+}
+
+// Writes `content` as the folder's cuda_bf16.h (the folder is made if need be).
+void WriteBf16Header(const fs::path& include_dir, const std::string& content) {
+  fs::create_directories(include_dir);
+  std::ofstream(include_dir / "cuda_bf16.h") << content;
+}
+
+// A cache filled on the build host (toolkit at /usr/local/cuda-13.0/include) was never hit on the
+// GPU machine, whose one toolkit canonicalises elsewhere: the key holds the headers' content.
+TEST_F(ScratchDir, OneToolkitAtTwoPlacesGivesTheSameKey) {
+  WriteBf16Header(root_ / "host" / "include", "#define BF16_VERSION 13000\n");
+  WriteBf16Header(root_ / "gpu" / "targets" / "x86_64-linux" / "include",
+                  "#define BF16_VERSION 13000\n");
+  EXPECT_EQ(KeyWith((root_ / "host" / "include").string()),
+            KeyWith((root_ / "gpu" / "targets" / "x86_64-linux" / "include").string()));
+}
+
+TEST_F(ScratchDir, OtherToolkitHeadersGiveAnotherKey) {
+  WriteBf16Header(root_ / "a" / "include", "#define BF16_VERSION 13000\n");
+  WriteBf16Header(root_ / "b" / "include", "#define BF16_VERSION 12080\n");
+  EXPECT_NE(KeyWith((root_ / "a" / "include").string()),
+            KeyWith((root_ / "b" / "include").string()));
 }
 
 // Sets (or, with nullptr, unsets) an environment variable for one scope.
