@@ -19,6 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/gpu-modes.sh
 world=${WORLD:-2}
+kinds=${KINDS:-ag,rs,ar}  # the ops timed (ops_bench and Python), e.g. KINDS=ar
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
 fill=${FILL:-}
 # "name:hidden,ffn" (a MODELS entry) into name, hidden and ffn.
@@ -64,6 +65,7 @@ for entry in $models; do
   entries_before=$(cached_kernels "$name")
   echo "== $name (hidden $hidden, ffn $ffn), $world ranks"
   while read -r k n kk; do
+    [[ ,$kinds, == *,$k,* ]] || continue
     STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind "$k" --n "$n" --k "$kk" --world "$world" \
       --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
       echo "   ops_bench $k failed (exit $?)"
@@ -71,9 +73,9 @@ for entry in $models; do
   after_cpp=$(cached_kernels "$name")
   STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
-    --buckets 8192,2048 --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
+    --buckets 8192,2048 --time-kinds "$kinds" --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
-  grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^host,.*,syncopate,|^RESULT" "$log" |
+  grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^host,.*,syncopate,|^pair,|^RESULT" "$log" |
     cut -c1-110
   grep -E "^[0-9]+ +[0-9]+ +[0-9]+ +(fused|unfused)" "$log" | cut -c1-120
   # Kernels the ranks compiled: 0 when the build host's were all they needed. On 2026-12-07

@@ -53,6 +53,8 @@ def parse_args(argv=None):
                     "); ag: n=ffn/world k=hidden; rs, ar: n=hidden k=ffn/world")
     ap.add_argument("--ms", type=ints, default=[8192, 2048, 128, 1000], help="checked Ms")
     ap.add_argument("--time-ms", type=ints, default=[8192, 2048], help="timed Ms")
+    ap.add_argument("--time-kinds", default=",".join(KINDS),
+                    help="the ops timed, any of " + ",".join(KINDS))
     ap.add_argument("--graph-m", type=int, default=2048, help="M of the capture check")
     ap.add_argument("--graph-replays", type=int, default=100)
     ap.add_argument("--graph-ce", type=int, default=1,
@@ -70,9 +72,11 @@ def parse_args(argv=None):
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.parts = a.parts.split(",")
-    if a.world < 1 or len(a.model) != 2 or a.model[1] % a.world or set(a.parts) - set(PARTS):
+    a.time_kinds = [k for k in a.time_kinds.split(",") if k]
+    if (a.world < 1 or len(a.model) != 2 or a.model[1] % a.world or set(a.parts) - set(PARTS)
+            or set(a.time_kinds) - set(KINDS)):
         ap.error("--model is hidden,ffn with ffn a multiple of --world; --parts any of " +
-                 ",".join(PARTS))
+                 ",".join(PARTS) + "; --time-kinds any of " + ",".join(KINDS))
     # M must be a multiple of the world size (ops.h): round down, and say so.
     for name in ("ms", "time_ms"):
         fixed = [m - m % a.world for m in getattr(a, name) if m >= a.world]
@@ -438,6 +442,40 @@ def bench_back_to_back(ctx, fn):
     return s.elapsed_time(e) / ctx.a.reps
 
 
+def bench_pair(ctx, fn):
+    """Medians of the first and the second of two runs issued back to back, ranks lined up
+    before each pair: a first run slower than the second is the cost of starting from idle
+    ranks lined up (what a single run's median holds and back-to-back runs hide), not of the
+    run itself."""
+    firsts, seconds = [], []
+    for i in range(ctx.a.warmup + ctx.a.reps):
+        line_up(ctx)
+        s, m, e = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        s.record()
+        fn()
+        m.record()
+        fn()
+        e.record()
+        e.synchronize()
+        if i >= ctx.a.warmup:
+            firsts.append(s.elapsed_time(m))
+            seconds.append(m.elapsed_time(e))
+    return statistics.median(firsts), statistics.median(seconds)
+
+
+def pair_row(ctx, kind, M, impl, fn):
+    """Collective: bench_pair on every rank, one `pair,<op>,<M>,<impl>,<first>,<second>` row
+    (the slowest rank's medians)."""
+    try:
+        first, second = bench_pair(ctx, fn)
+    except Exception as e:  # gathered, so no rank is left waiting
+        first = second = float("nan")
+        ctx.say(f"pair,{kind},{M},{impl}: error {short(e)}")
+    got = ctx.gather((first, second))
+    ctx.say(f"pair,{kind},{M},{impl},{max(f for f, _ in got):.4f},{max(s for _, s in got):.4f}"
+            f"  # first and second of two runs after a line-up, rank medians {got}")
+
+
 def measure(ctx, kind, M, impl, fn, check=None, counts=False):
     """One untimed run, its output checked where `check` is given (counted with `counts`, else
     only noted in the row: torch's ops), then bench() if it ran on every rank. Prints
@@ -488,7 +526,7 @@ def time_ops(ctx, ops):
     setup_symm_mem(ctx)
     ctx.say("time,op,M,impl,ms  # symm_mem ar: no fused matmul+all_reduce exists in "
             "torch.ops.symm_mem; its row is matmul into symmetric memory + one_shot_all_reduce")
-    for kind in KINDS:
+    for kind in ctx.a.time_kinds:
         for M in ctx.a.time_ms:
             a, w, shape = operands(ctx, kind, M)
             ref, full, k_total, rounding = reference(ctx, kind, M)
@@ -506,8 +544,11 @@ def time_ops(ctx, ops):
                     time_row(ctx, kind, M, "syncopate-back-to-back",
                              lambda: bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)),
                              "rank ms", "; events around --reps runs, as ops_bench's run ms")
+                    pair_row(ctx, kind, M, "syncopate", lambda: ops[kind].run(a, w, out))
             t["symm_mem"] = measure(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M),
                                     check)
+            if t["symm_mem"] is not None:
+                pair_row(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M))
             local_a = full if kind == "ag" else a  # the local GEMM: [M, k] x [k, n]
             gout = torch.empty(M, w.shape[0], dtype=torch.bfloat16, device="cuda")
             t["cublas"] = measure(ctx, kind, M, "cublas",
