@@ -9,7 +9,8 @@
 #                   ops_<ts|mps>_<connections> any other mode (100 replays time-sliced)
 #   protocol_mps_8  the launch-protocol suite (cuda_gpu_test's filter of gpu-checks.sh), MPS, 8
 #   push_ab         the fused direct ReduceScatter with and without tile parts (--push-tiles),
-#                   2 ranks at M=8192 and 4 at M=2048 (bench/multigpu/rs_plans_ab.sh)
+#                   the parts moved by idle warps and by the consumers, 2 ranks at M=8192 and 4
+#                   at M=2048 (bench/multigpu/rs_plans_ab.sh, PUSH="0 1 2")
 #   ops_vs_torch    bench/ops/ops_vs_torch.sh (the ops beside torch.ops.symm_mem, every model)
 #   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
@@ -27,7 +28,7 @@ export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
-declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [push_ab]=110 [ops_vs_torch]=200
+declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
                   [ops_ts_8]=150 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=150 [protocol_mps_32]=140 [protocol_ts_8]=80
                   [protocol_ts_32]=80)
@@ -51,7 +52,7 @@ run_step() {  # run_step NAME LIMIT
       ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       mkdir -p "$final_out/push"
-      OUT=$final_out/push PLANS=reducescatter.direct PUSH="0 1" TORCH=0 TESTS=0 \
+      OUT=$final_out/push PLANS=reducescatter.direct PUSH="0 1 2" TORCH=0 TESTS=0 \
         timeout "$limit" bash bench/multigpu/rs_plans_ab.sh
       local rc=$?
       if ((rc == 124)); then

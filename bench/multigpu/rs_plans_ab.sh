@@ -11,7 +11,10 @@
 #   - the reductions' fused workload tests (cuda_gpu_test '*FusedWorkload*rs_*') under MPS and
 #     time-sliced, connections 8.
 # PUSH (default "0"): "0 1" runs each plan twice, the second with --push-tiles (the fused GEMM
-# reduces each tile's part of a chunk as it finishes, jit KernelSpec::push_tiles): its A/B.
+# reduces each tile's part of a chunk as it finishes, jit KernelSpec::push_tiles): its A/B. In
+# the wgmma GEMM's staged epilogue idle producer warps move the parts from shared memory; "2"
+# adds a run with the parts moved by the consumer warps from global memory instead
+# (-DSYNCOPATE_TILE_PARTS_IN_CONSUMERS=1, as before 2026-12-07's eighteenth session).
 # TORCH=0 leaves out the torch rows, TESTS=0 the workload tests (gpu-owed.sh's push_ab step).
 # Rows for bench/results/concurrent_tp.csv in $OUT/concurrent_rows.csv (each row's note names its
 # plan), the logs and raw CSVs in $OUT/logs.tgz. About 3 minutes with the
@@ -32,14 +35,21 @@ for shape in "4 25 2048" "2 50 8192"; do
     for push in ${PUSH:-0}; do
       variant=${plan#reducescatter.}
       push_flag=()
+      nvrtc_options=${SYNCOPATE_NVRTC_OPTIONS:-}
       if ((push)); then variant+=_push_tiles; push_flag=(--push-tiles); fi
+      if ((push == 2)); then
+        variant+=_in_consumers
+        push_flag+=(in consumers)  # the label only: removed below before the bench sees it
+        nvrtc_options+=" -DSYNCOPATE_TILE_PARTS_IN_CONSUMERS=1"
+      fi
       log="$out/rs_${ranks}_${variant}.log"
       s=$SECONDS
+      SYNCOPATE_NVRTC_OPTIONS=$nvrtc_options \
       MPS_PCT=$pct STEP_TIMEOUT=90 in_mode mps:8 "$bin/syncopate_tp_bench" --gpus 1 \
         --ranks-per-gpu "$ranks" --tp "$ranks" --workloads rs --rs-plan "$plan" \
         --models llama3.1-8b --tokens "$tokens" --chunks 1,2 --backends sm --reps 20 \
         --warmup 3 --timeout-ms 10000 --csv "${log%.log}.csv" --cache-dir "$out/cache" \
-        "${push_flag[@]}" > "$log" 2>&1 || rc=1
+        "${push_flag[@]:0:1}" > "$log" 2>&1 || rc=1
       echo "== $plan${push_flag:+ ${push_flag[*]}}, $ranks ranks at $pct%, M=$tokens:" \
         "$((SECONDS - s)) s"
       rows "$log"

@@ -56,6 +56,8 @@ constexpr int kConsumerThreads = 256;
 constexpr int kConsumerBarrier = 2;  // named barriers: 1 producer group, 2 consumer group,
 constexpr int kProducerBarrier = 1;  // 3 + i consumer warpgroup i's epilogue
 constexpr int kEpilogueBarrier0 = 3;
+constexpr int kPartMoverBarrier = 5;  // the tile-part movers (producer warps 1-3)
+constexpr int kPartMoverThreads = kProducerThreads - 32;
 // Hopper's largest shared memory per block (227 KB) less 2048 bytes for the static shared
 // memory of a fused kernel (jit::kFusedStaticSmemReserve). The epilogue stages the whole BM x BN
 // output tile through shared memory (and stores it with TMA) when that still fits beside the
@@ -437,6 +439,56 @@ __device__ __forceinline__ void WakeConsumersAt(int it, unsigned long long* full
   MbarArrive(&full[st]);
 }
 
+// The 16 bytes at byte offset `off` of C (row pitch `c_pitch` bytes) from tile t's staging
+// copy (two 64-row halves of BN / 64 boxes in the 128-byte swizzle, StageTile's layout). The
+// offset must fall inside the tile: the lowering's parts are boxes of the tile's footprint.
+template <int BM, int BN>
+__device__ __forceinline__ uint4 StagedTileUnit(const unsigned char* c_staging,
+                                                const syncopate::Tile& t, long long c_pitch,
+                                                long long off) {
+  const long long row = off / c_pitch;
+  const int r = static_cast<int>(row) - t.m * BM;
+  const int cb = static_cast<int>(off - row * c_pitch) - t.n * BN * 2;
+  if (r < 0 || r >= BM || cb < 0 || cb >= BN * 2 || (cb & 15) != 0) __trap();  // not the tile's
+  const int rr = r & 63;
+  const unsigned char* p = c_staging + (r >> 6) * 64 * BN * 2 + (cb >> 7) * 64 * kRowBytes +
+                           rr * kRowBytes + ((((cb >> 4) & 7) ^ (rr & 7)) << 4);
+  return *reinterpret_cast<const uint4*>(p);
+}
+
+// The tile-part movers (Schedule::tile_parts_from_staging): producer warps 1-3, idle otherwise,
+// take each tile from the consumers' staging tile (staged_full[ci]: warpgroup ci's half is
+// staged, its tile in staged_tile[ci]; -1 ends), move its parts, and give the halves back
+// (staged_empty). The consumer warps go on with their next tile meanwhile. An abort leaves the
+// parts unmoved but keeps the handshake going, so no consumer waits on a mover that left.
+template <int BM, int BN, class Schedule>
+__device__ void MoveStagedTileParts(Schedule& s, const unsigned char* c_staging, int N,
+                                    unsigned long long* staged_full,
+                                    unsigned long long* staged_empty,
+                                    volatile const int* staged_tile) {
+  const syncopate::ThreadGroup movers{static_cast<int>(threadIdx.x) - 32, kPartMoverThreads,
+                                      kPartMoverBarrier};
+  const long long c_pitch = static_cast<long long>(N) * 2;
+  bool aborted = false;
+  for (unsigned j = 0;; ++j) {
+    MbarWait(&staged_full[0], j & 1u);
+    MbarWait(&staged_full[1], j & 1u);
+    const int i = staged_tile[0];  // both halves are of one tile
+    if (i < 0) return;
+    const syncopate::Tile t = s.tile(i);
+    if (!aborted) {
+      aborted = !s.move_tile_parts(t, movers, [&](long long off) {
+        return StagedTileUnit<BM, BN>(c_staging, t, c_pitch, off);
+      });
+    }
+    movers.sync();  // every mover's reads of the staging tile are done
+    if (movers.tid == 0) {
+      MbarArrive(&staged_empty[0]);
+      MbarArrive(&staged_empty[1]);
+    }
+  }
+}
+
 }  // namespace wgmma_detail
 
 // Producer load paths: TMA (one thread issues two bulk tensor copies per stage) or cp.async (the
@@ -479,10 +531,14 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   // slot of the stage that holds its first k-block, written before that stage's arrival.
   volatile int* stage_tile = reinterpret_cast<volatile int*>(map_slot + 1);  // [kStages]
   volatile int* claimed = stage_tile + kStages;  // producer warpgroup broadcast (cp.async path)
+  // At +256: the staging tile's handshake with the tile-part movers (MoveStagedTileParts).
+  unsigned long long* staged_full = reinterpret_cast<unsigned long long*>(tail + 256);  // [2]
+  unsigned long long* staged_empty = staged_full + 2;                                   // [2]
+  volatile int* staged_tile = reinterpret_cast<volatile int*>(staged_empty + 2);        // [2]
   unsigned char* map_scratch = tail + 512;
   unsigned char* c_staging = tail + 1024;  // BM x BN of T: 64-row halves, 64 x 64 boxes
-  static_assert(2 * kStages * 8 + 8 + 4 * kStages + 4 <= 512,
-                "mbarriers and tile slots overlap the tensor-map scratch");
+  static_assert(2 * kStages * 8 + 8 + 4 * kStages + 4 <= 256,
+                "mbarriers and tile slots overlap the movers' handshake");
   constexpr bool kStagedEpilogue = StagedEpilogueFits<BM, BN, kStages>();
 
   const bool aligned = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(A) |
@@ -493,6 +549,10 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   // 16-byte aligned with 16-byte rows; otherwise the consumers store from registers.
   const bool tma_store = kStagedEpilogue && tma && N % 8 == 0 &&
                          (reinterpret_cast<unsigned long long>(C) & 15ull) == 0ull;
+  const int ktiles = (K + kBK - 1) / kBK;
+  // Tile parts (GEMM+ReduceScatter with push_tiles) moved from the staging tile by producer
+  // warps 1-3 instead of the consumers (Schedule::tile_parts_from_staging says why).
+  const bool part_movers = tma_store && ktiles > 0 && s.tile_parts_from_staging();
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -500,13 +560,16 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       MbarInit(&full[i], tma ? 1 : kProducerThreads);
       MbarInit(&empty[i], kConsumerThreads / 32);  // lane 0 of each consumer warp
     }
+    for (int i = 0; i < 2; ++i) {
+      MbarInit(&staged_full[i], 1);   // the half's issuing consumer thread
+      MbarInit(&staged_empty[i], 1);  // mover thread 0
+    }
     *stop_at = 0;
     *map_slot = tma ? atomicAdd(&g_tensor_map_ticket, 1u) % kTensorMapSlots : 0u;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
-  const int ktiles = (K + kBK - 1) / kBK;
   // Broadcast from lane 0 so the compiler sees the role as warp-uniform; otherwise ptxas treats
   // the consumer branch as divergent and serialises the wgmmas (warning C7518).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
@@ -516,7 +579,12 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
 
   if (wg == 0 && tma) {
     // ---------------- producer, TMA: warp 0 encodes, thread 0 issues ----------------
-    if (threadIdx.x >= 32) return;
+    if (threadIdx.x >= 32) {
+      if (part_movers) {
+        MoveStagedTileParts<BM, BN>(s, c_staging, N, staged_full, staged_empty, staged_tile);
+      }
+      return;
+    }
     const int lane = threadIdx.x;
     EncodeTensorMap(map_scratch, map_a, A, M, K, BM, lane);
     EncodeTensorMap(map_scratch + kTensorMapBytes, map_b, B, N, K, BN, lane);
@@ -611,6 +679,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
   const unsigned a_base = SmemAddr(a_stages) + ci * 64 * kRowBytes;
   const unsigned b_base = SmemAddr(b_stages);
   bool map_c_acquired = false;
+  if (part_movers) s.leave_tile_parts();  // done_by_group skips the movers' parts
+  unsigned staged = 0;                    // tiles staged by this CTA (the movers' handshake)
   if (ktiles == 0) {
     // K = 0: C is zero and no k-block can carry tile indices from the producer: deal statically
     // (claim() is never called, so the tile counter stays untouched).
@@ -635,7 +705,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     // once (its phase cannot advance before this warpgroup releases it).
     MbarWait(&full[it % kStages], (it / kStages) & 1);
     if (__shfl_sync(0xffffffffu, *stop_at, 0) == it + 1) break;
-    const syncopate::Tile t = s.tile(stage_tile[it % kStages]);  // before the stage is released
+    const int ti = stage_tile[it % kStages];  // before the stage is released
+    const syncopate::Tile t = s.tile(ti);
     float acc[BN / 2];
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
@@ -663,6 +734,8 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
       const bool issuer = (ctid & 127) == 0;
       const int barrier = kEpilogueBarrier0 + ci;
       if (issuer) BulkWaitRead();  // the previous tile's store has read the staging half
+      // ... and the movers have read it.
+      if (issuer && part_movers && staged > 0) MbarWait(&staged_empty[ci], (staged - 1) & 1u);
       syncopate::GroupBarrier(barrier, 128);
       StageTile<T, BN>(half, acc, warp, lane);
       FenceProxyAsync();  // these generic-proxy writes, before the TMA store reads them
@@ -676,8 +749,14 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
                      SmemAddr(half + b * 64 * kRowBytes));
         }
         BulkCommit();
-        if (s.publishes(t)) BulkWaitAll();  // done_by_group publishes what it stored
+        // done_by_group publishes what it stored (the movers' parts come from the staging tile).
+        if (s.publishes_from_memory(t)) BulkWaitAll();
+        if (part_movers) {
+          staged_tile[ci] = ti;
+          MbarArrive(&staged_full[ci]);  // releases the half's staging (the barrier above)
+        }
       }
+      ++staged;
     } else {
       StoreTileFromRegisters<T, BN>(C, acc, t.m * BM + ci * 64 + warp * 16 + lane / 4,
                                     t.n * BN + (lane % 4) * 2, M, N, pair_store);
@@ -685,6 +764,11 @@ __device__ void gemm_wgmma(Schedule& s, const T* __restrict__ A, const T* __rest
     s.done_by_group(t, group);
   }
   if (tma_store && (ctid & 127) == 0) BulkWaitAll();  // no store outlives the CTA
+  if (part_movers && (ctid & 127) == 0) {             // no tile left: the movers leave
+    if (staged > 0) MbarWait(&staged_empty[ci], (staged - 1) & 1u);
+    staged_tile[ci] = -1;
+    MbarArrive(&staged_full[ci]);
+  }
   // No tile left: the consumers help move the chunks still waiting to leave (GEMM+RS, +AR).
   s.join_transfers(group);
 #endif  // SYNCOPATE_WGMMA_OK

@@ -280,6 +280,9 @@ struct FusedTables {
   // a schedule without generates the source it always did.
   std::vector<int64_t> tile_out_segs;
   bool tile_parts = false;
+  // Every part in 16-byte units, a copy or a 16-bit float sum (TilePartsOf::vec16): a kernel may
+  // move them from its staged tile.
+  bool tile_parts_vec16 = true;
   std::vector<std::vector<int64_t>> waits, out_chunks, prog_ops, deps, segments;
   Groups g_order, g_woff, g_waits, g_ooff, g_tout, g_chunks, g_prog, g_deps, g_segs;
   std::vector<std::pair<int64_t, int64_t>> seg_range;  // by transfer id: its rows of `segments`
@@ -354,7 +357,21 @@ absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
 
 // Tile `tile`'s part of rank rs's local chunk `c` (its tile_out_segs entry), its segments
 // appended to the table when the chunk moves in tile parts.
-void AddTilePartRows(const RankSchedule& rs, int tile, int c, FusedTables& t) {
+// Whether a part's segments, of a transfer with this reduction and dtype, can move in 16-byte
+// units: a copy of anything, or a sum of 16-bit floats (one vector atomic per unit).
+bool PartMovesIn16ByteUnits(const std::vector<CopySegment>& part, const LoweredTransfer& transfer) {
+  const bool sum16 = transfer.reduce == plan::ReduceOp::kSum &&
+                     (transfer.dtype == plan::DType::kF16 || transfer.dtype == plan::DType::kBF16);
+  if (transfer.reduce != plan::ReduceOp::kNone && !sum16) return false;
+  for (const CopySegment& s : part) {
+    if (((s.src_offset_bytes | s.dst_offset_bytes | s.row_bytes) % 16) != 0) return false;
+    if (s.rows > 1 && ((s.src_pitch_bytes | s.dst_pitch_bytes) % 16) != 0) return false;
+  }
+  return true;
+}
+
+void AddTilePartRows(const LoweredSchedule& lw, const RankSchedule& rs, int tile, int c,
+                     FusedTables& t) {
   const bool outgoing = c < static_cast<int>(rs.outgoing.size());
   const OutgoingChunk* chunk = outgoing ? &rs.outgoing[c] : nullptr;
   if (chunk == nullptr || !chunk->tile_parts) {
@@ -365,6 +382,8 @@ void AddTilePartRows(const RankSchedule& rs, int tile, int c, FusedTables& t) {
   const auto it =
       std::lower_bound(chunk->producer_tiles.begin(), chunk->producer_tiles.end(), tile);
   const std::vector<CopySegment>& part = chunk->part_segments[it - chunk->producer_tiles.begin()];
+  t.tile_parts_vec16 =
+      t.tile_parts_vec16 && PartMovesIn16ByteUnits(part, lw.transfers[chunk->transfer]);
   t.g_segs.push_back({t.segments.size(), absl::StrCat("rank ", rs.rank, " tile ", tile,
                                                       ": its part of transfer ", chunk->transfer)});
   t.tile_out_segs.push_back(static_cast<int64_t>(t.segments.size()));
@@ -392,7 +411,7 @@ void AddTileRows(const LoweredSchedule& lw, const RankSchedule& rs, FusedTables&
     t.out_offsets.push_back(static_cast<int64_t>(t.tile_out.size()));
     for (int c : rs.tile_outgoing[tile]) {
       t.tile_out.push_back(c);
-      AddTilePartRows(rs, tile, c, t);
+      AddTilePartRows(lw, rs, tile, c, t);
     }
   }
 }
@@ -560,6 +579,8 @@ void EmitTablesStruct(const LoweredSchedule& lw, const KernelSpec& spec, const F
   }
   if (t.tile_parts) {  // FusedSchedule finds these through TilePartsOf<Tables>
     absl::StrAppend(&src, "  static constexpr bool kTileParts = true;\n");
+    absl::StrAppend(&src, "  static constexpr bool kTilePartsVec16 = ",
+                    t.tile_parts_vec16 ? "true" : "false", ";\n");
     absl::StrAppend(&src,
                     "  static SYNCOPATE_DEVICE const int* tile_out_segs() { return "
                     "kTileOutSegs; }\n");

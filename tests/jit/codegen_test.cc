@@ -169,6 +169,8 @@ TEST(CodegenTest, TilePartsTables) {
     EXPECT_NE(parts->source.find(member), std::string::npos) << member;
   }
   EXPECT_NE(parts->source.find("static constexpr bool kTileParts = true;"), std::string::npos);
+  // 64-byte rows of bf16 summed: a kernel may move the parts from its staged tile.
+  EXPECT_NE(parts->source.find("static constexpr bool kTilePartsVec16 = true;"), std::string::npos);
   EXPECT_NE(whole->entry_symbol, parts->entry_symbol);
   // 4 tiles of 16 rows per rank, 2 ranks' slabs of 32 rows: each tile writes one chunk (its
   // rank's push or own contribution), whose part is the tile's 16 rows of 64 bytes.
@@ -199,6 +201,18 @@ TEST(CodegenTest, TilePartsTables) {
   EXPECT_EQ(local_parts->source, local->source);
 }
 
+// Sums of f32 have no 16-byte vector atomic: those parts move as they always did, never from a
+// kernel's staged tile.
+TEST(CodegenTest, TilePartsOfF32SumsAreNotVec16) {
+  const plan::Plan plan = ReduceScatterPlan("direct", 2, 64, 32, 1, plan::DType::kF32);
+  KernelSpec spec = GemmSpecForReduceScatter(64, 32, 16, plan::DType::kF32, 16, 32);
+  spec.push_tiles = true;
+  auto parts = GenerateFusedKernel(plan, spec, "");
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_NE(parts->source.find("static constexpr bool kTileParts = true;"), std::string::npos);
+  EXPECT_NE(parts->source.find("static constexpr bool kTilePartsVec16 = false;"),
+            std::string::npos);
+}
 TEST(CodegenTest, NodeMapsNeverShareASymbol) {
   plan::TemplateParams p;
   p.world_size = 4;

@@ -34,6 +34,14 @@
 //   bool publishes(const Tile&)                      done_by_group will publish chunks: the
 //                                                    tile's asynchronous (bulk) stores must be
 //                                                    complete before it, not just issued
+// Optionally, a kernel that stages each tile in shared memory gives the tile parts (push_tiles)
+// to idle warps of its own, which move them from the staged copy while the tile's computing
+// warps go on (FusedSchedule::tile_parts_from_staging has the protocol; gemm_wgmma.cuh does it):
+//   bool tile_parts_from_staging()                   whether the launch moves parts that way
+//   void leave_tile_parts()                          done*() of this thread skip the parts
+//   bool publishes_from_memory(const Tile&)          as publishes, less the parts left
+//   bool move_tile_parts(Tile, ThreadGroup, read)    the moving group: read(src_offset) gives
+//                                                    the staged tile's 16 bytes; false: aborted
 // And, in a kernel that takes its tiles with claim(), after claim() returned -1 (optional, but a
 // kernel without it leaves a GEMM+ReduceScatter's last chunks to the few comm CTAs; never in a
 // kernel that deals itself statically with first/stride):

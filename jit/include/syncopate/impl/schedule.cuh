@@ -154,6 +154,14 @@ class LocalSchedule {
   SYNCOPATE_DEVICE bool wait_by_thread(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done_by_group(const Tile&, const ThreadGroup&) const {}
   SYNCOPATE_DEVICE bool publishes(const Tile&) const { return false; }
+  // No tile parts in a local launch (FusedSchedule::tile_parts_from_staging).
+  SYNCOPATE_DEVICE bool tile_parts_from_staging() const { return false; }
+  SYNCOPATE_DEVICE void leave_tile_parts() const {}
+  SYNCOPATE_DEVICE bool publishes_from_memory(const Tile&) const { return false; }
+  template <class Read>
+  SYNCOPATE_DEVICE bool move_tile_parts(const Tile&, const ThreadGroup&, const Read&) const {
+    return true;
+  }
   // Nothing to move in a local launch.
   SYNCOPATE_DEVICE bool join_transfers(const ThreadGroup&) const { return true; }
   SYNCOPATE_DEVICE bool join_transfers() const { return true; }
@@ -182,6 +190,10 @@ struct TilePartsOf {
 template <class Tables>
 struct TilePartsOf<Tables, decltype(void(Tables::kTileParts))> {
   static constexpr bool value = Tables::kTileParts;
+  // Every part's segments in 16-byte units (offsets, rows and pitches), each part a copy or a
+  // sum of 16-bit floats: a kernel may hand them out of its own staged copy of the tile
+  // (move_tile_parts) instead of global memory.
+  static constexpr bool vec16 = Tables::kTilePartsVec16;
 };
 
 // The overlap schedule. `Tables` (generated) provides:
@@ -200,7 +212,7 @@ struct TilePartsOf<Tables, decltype(void(Tables::kTileParts))> {
 //   static const WaitEntry* deps();
 //   static const CopySegment* segments();
 // and, where some chunk moves in tile parts (TilePartsOf):
-//   static constexpr bool kTileParts;
+//   static constexpr bool kTileParts, kTilePartsVec16;
 //   static const int* tile_out_segs();  two per tile_out() entry: the tile's part, segments()
 //                                       rows [first, second)
 template <class Tables>
@@ -311,7 +323,7 @@ class FusedSchedule {
       const int c = Tables::tile_out()[k];
       const TransferOp& op = Tables::out_chunks()[base + c];
       if (MovesTileParts(op)) {
-        if (!MoveTilePart(k, op, WholeCta())) return;
+        if (!parts_left_ && !MoveTilePart(k, op, WholeCta())) return;
         continue;
       }
       int last = 0;
@@ -337,7 +349,7 @@ class FusedSchedule {
         }
       }
     }
-    if (tid0) DeferTileParts(begin, end);
+    if (tid0 && !parts_left_) DeferTileParts(begin, end);
   }
 
   // Warp-specialised kernels (a producer warp loads tiles while consumer warps compute earlier
@@ -372,6 +384,74 @@ class FusedSchedule {
     return off[0] != off[1];
   }
 
+  // Tile parts moved by a group of their own. A warp-specialised kernel that stages each tile
+  // in shared memory (for a TMA store) may give the tile parts' reductions to warps that are
+  // otherwise idle (the producer warpgroup's, beside the one that issues the loads), so the
+  // consumer warps go on with their next tile instead of reducing (tile parts measured 6-12%
+  // slower than whole chunks at 2 ranks when the consumers moved them: bench/RESULTS.md,
+  // 2026-12-07). The kernel then:
+  //   - asks tile_parts_from_staging() (the same answer on every thread of the launch);
+  //   - has every thread that calls done()/done_by_group() call leave_tile_parts() first, so
+  //     those skip the parts (they still count and publish every other chunk);
+  //   - waits for its asynchronous stores before done_by_group() only where
+  //     publishes_from_memory(t) (a part is read from the staged tile, not from memory);
+  //   - has the moving group call move_tile_parts(t, g, read) for every tile whose staged copy
+  //     it holds, `read(src_offset)` returning the tile's 16 bytes at that byte offset of the
+  //     parts' source operand (the offsets the plan's segments use).
+  // -DSYNCOPATE_TILE_PARTS_IN_CONSUMERS=1 (SYNCOPATE_NVRTC_OPTIONS) keeps them in done*(), for
+  // A/B runs.
+#ifndef SYNCOPATE_TILE_PARTS_IN_CONSUMERS
+#define SYNCOPATE_TILE_PARTS_IN_CONSUMERS 0
+#endif
+  SYNCOPATE_DEVICE bool tile_parts_from_staging() const {
+    if constexpr (TilePartsOf<Tables>::value) {
+      return TilePartsOf<Tables>::vec16 && !SYNCOPATE_TILE_PARTS_IN_CONSUMERS &&
+             args_.num_comm_ctas > 0;
+    }
+    return false;
+  }
+  SYNCOPATE_DEVICE void leave_tile_parts() { parts_left_ = tile_parts_from_staging(); }
+
+  // Whether done*() of tile t reads what the tile stored (it publishes a chunk other than a part
+  // left to another group): the kernel's asynchronous stores must then be complete.
+  SYNCOPATE_DEVICE bool publishes_from_memory(const Tile& t) const {
+    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    if (!parts_left_) return off[0] != off[1];
+    const int base = Tables::out_base()[args_.rank];
+    for (int k = off[0]; k < off[1]; ++k) {
+      if (!MovesTileParts(Tables::out_chunks()[base + Tables::tile_out()[k]])) return true;
+    }
+    return false;
+  }
+
+  // Group-collective over the moving group `g` (see tile_parts_from_staging), for every tile
+  // the group is handed: counts the parts it moved for the previous one (they had a tile's time
+  // to land; the last ones are counted when the kernel returns), then moves tile t's, each once
+  // its destination entered the launch, reading the tile through `read`. False when the launch
+  // aborted.
+  template <class Read>
+  SYNCOPATE_DEVICE bool move_tile_parts(const Tile& t, const ThreadGroup& g, const Read& read) {
+    if constexpr (TilePartsOf<Tables>::value) {
+      if (g.tid == 0) FlushTileParts();  // the reductions were issued before the last g.sync()
+      const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+      const int base = Tables::out_base()[args_.rank];
+      bool any = false;
+      for (int k = off[0]; k < off[1]; ++k) {
+        const TransferOp& op = Tables::out_chunks()[base + Tables::tile_out()[k]];
+        if (!MovesTileParts(op)) continue;
+        any = true;
+        if (!GuardPart(op, g)) return false;
+        const int* segs = Tables::tile_out_segs() + 2 * k;
+        MoveSegmentsFrom(read, segs[0], segs[1], OperandOn(args_, op.dst_slot, op.dst_rank),
+                         op.dtype, op.reduce, g);
+      }
+      if (!any) return true;
+      g.sync();  // every member's reductions issued before thread 0's later fence
+      if (g.tid == 0) DeferTileParts(off[0], off[1]);
+    }
+    return true;
+  }
+
   // done_by_group: collective over the thread group `g` that wrote the tile (every member calls
   // it after its stores of the tile; only g's named barrier is used). Same effect as done().
   SYNCOPATE_DEVICE void done_by_group(const Tile& t, const ThreadGroup& g) {
@@ -392,7 +472,7 @@ class FusedSchedule {
       const int c = Tables::tile_out()[k];
       const TransferOp& op = Tables::out_chunks()[base + c];
       if (MovesTileParts(op)) {
-        if (!MoveTilePart(k, op, g)) return;
+        if (!parts_left_ && !MoveTilePart(k, op, g)) return;
         continue;
       }
       if (tid0) {
@@ -424,7 +504,7 @@ class FusedSchedule {
         }
       }
     }
-    if (tid0) DeferTileParts(begin, end);
+    if (tid0 && !parts_left_) DeferTileParts(begin, end);
   }
 
   // The last tile's parts are counted when the kernel returns (and the schedule with it): by
@@ -489,16 +569,7 @@ class FusedSchedule {
   // when the launch aborted.
   SYNCOPATE_DEVICE bool MoveTilePart(int k, const TransferOp& op, const ThreadGroup& g) {
     if constexpr (TilePartsOf<Tables>::value) {
-      __shared__ int syncopate_part_guarded;
-      if (g.tid == 0) {
-        const unsigned long long bit = 1ull << op.dst_rank;
-        if ((entered_ & bit) == 0ull && WaitGuards(args_, op.dst_rank)) entered_ |= bit;
-        syncopate_part_guarded = (entered_ & bit) != 0ull ? 1 : 0;
-      }
-      g.sync();
-      const int guarded = syncopate_part_guarded;
-      g.sync();  // read before thread 0 may write it again
-      if (!guarded) return false;
+      if (!GuardPart(op, g)) return false;
       const int* segs = Tables::tile_out_segs() + 2 * k;
       GroupMoveSegments(
           Tables::segments(), segs[0], segs[1], OperandOn(args_, op.src_slot, op.src_rank),
@@ -506,6 +577,49 @@ class FusedSchedule {
       g.sync();  // every member's part issued before thread 0's later fence
     }
     return true;
+  }
+
+  // Group-collective: thread 0 waits for op's destination to have entered the launch (once per
+  // destination and thread); false for every member when the launch aborted. The group's word
+  // is indexed by its barrier, so two groups of one CTA (consumers and a moving group) never
+  // share it.
+  SYNCOPATE_DEVICE bool GuardPart(const TransferOp& op, const ThreadGroup& g) {
+    __shared__ int syncopate_part_guarded[16];
+    int& word = syncopate_part_guarded[g.barrier & 15];
+    if (g.tid == 0) {
+      const unsigned long long bit = 1ull << op.dst_rank;
+      if ((entered_ & bit) == 0ull && WaitGuards(args_, op.dst_rank)) entered_ |= bit;
+      word = (entered_ & bit) != 0ull ? 1 : 0;
+    }
+    g.sync();
+    const int guarded = word;
+    g.sync();  // read before thread 0 may write it again
+    return guarded != 0;
+  }
+
+  // Segments [begin, end) (16-byte units, TilePartsOf::vec16) from `read` into `dst_base`: a
+  // store, or a reduction by vector atomics (other ranks add into the same bytes).
+  template <class Read>
+  SYNCOPATE_DEVICE void MoveSegmentsFrom(const Read& read, int begin, int end, void* dst_base,
+                                         int dtype, int reduce, const ThreadGroup& g) const {
+    char* dst = static_cast<char*>(dst_base);
+    const bool sum = (reduce & ~kDevReducePlain) == kDevReduceSum;
+    for (int i = begin; i < end; ++i) {
+      const CopySegment seg = Tables::segments()[i];
+      const long long per_row = seg.row_bytes / 16;
+      const long long units = per_row * seg.rows;
+      for (long long u = g.tid; u < units; u += g.nthreads) {
+        const long long row = u / per_row;
+        const long long col = (u - row * per_row) * 16;
+        const uint4 v = read(seg.src_offset + row * seg.src_pitch + col);
+        char* to = dst + seg.dst_offset + row * seg.dst_pitch + col;
+        if (sum) {
+          detail::ReduceSum16Bytes(to, v, dtype);
+        } else {
+          *reinterpret_cast<uint4*>(to) = v;
+        }
+      }
+    }
   }
 
   // Thread 0 of the group, with nothing else to publish now (no chunk in this tile, before
@@ -557,6 +671,7 @@ class FusedSchedule {
   int pending_begin_ = 0;
   int pending_end_ = 0;
   unsigned long long entered_ = 0ull;
+  bool parts_left_ = false;  // leave_tile_parts(): done*() skip them
 };
 
 }  // namespace syncopate
