@@ -68,6 +68,7 @@ struct BenchConfig {
   // writes its activations there does: no input copy per run.
   bool shard_in_workspace = false;
   std::string fill_cache_dir;  // --fill-cache: compile into this folder on the host, run nothing
+  bool tile_parts = true;      // OpConfig::tile_parts
   std::string arch = "sm_90a";
 };
 
@@ -86,6 +87,7 @@ OpConfig OpConfigFor(const BenchConfig& b) {
               : b.backend == "sm" ? Backend::kSm
                                   : Backend::kAuto;
   c.chunks = b.chunks;
+  c.tile_parts = b.tile_parts;
   c.comm_ctas = b.comm_ctas;
   c.timeout_ms = 20000;
   c.cache_dir = b.cache_dir;
@@ -442,6 +444,9 @@ absl::Status Main(int argc, char** argv) {
   flags.Choice("path", &b.path, {"auto", "fused", "unfused"}, "path preference");
   flags.Choice("backend", &b.backend, {"auto", "ce", "sm"}, "backend preference");
   flags.Int("chunks", &b.chunks, "chunks per shard (0: the heuristic's)", 0, 8);
+  flags.Bool("tile-parts", &b.tile_parts,
+             "a fused ReduceScatter reduces each tile's part as it is written (OpConfig::"
+             "tile_parts; --tile-parts=false: whole chunks)");
   flags.Int("comm-ctas", &b.comm_ctas, "SM backend's communication CTAs (0: the default)", 0, 1024);
   flags.Int("reps", &b.reps, "timed runs per M and round", 1);
   flags.Int("rounds", &b.rounds, "alternating rounds of direct runs and graph replays per M", 1,

@@ -45,7 +45,7 @@ Result<std::vector<std::pair<std::string, std::string>>> AgreedFields(const OpCo
     fields.emplace_back("path@" + std::to_string(bucket),
                         std::string(path->fused ? "fused " : "unfused ") +
                             BackendName(path->backend) + " " + std::to_string(path->chunks) +
-                            " chunks");
+                            " chunks" + (path->tile_parts ? " tile parts" : ""));
   }
   return fields;
 }

@@ -84,6 +84,14 @@ Status CheckBucketPaths(const OpConfig& op, int world) {
 
 // The config's path preference, else the heuristic (see ChoosePath); sets choice.fused and
 // returns why.
+// Whether a fused run of this choice moves tile parts (OpConfig::tile_parts): only a
+// ReduceScatter's plan has parts (an AllReduce's gather waits for its reductions), and only
+// comm CTAs count them (the copy engine moves whole chunks).
+bool TileParts(const OpConfig& op, const PathChoice& choice) {
+  return op.tile_parts && choice.fused && op.kind == OpKind::kMatmulReduceScatter &&
+         choice.backend == Backend::kSm;
+}
+
 std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
                           PathChoice& choice) {
   std::string why;
@@ -99,7 +107,10 @@ std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
     case PathPreference::kAuto:
       if (HasReductions(op.kind) && world == 2 && rows_per_rank >= kFusedReductionMinRowsPerRank) {
         choice.fused = true;
-        if (op.chunks <= 0) choice.chunks = kFusedReductionChunks;
+        // Tile parts leave no chunk's tail to hide: one chunk per shard measured fastest
+        // (2 ranks, 8B, M=8192, H200: 1.33 ms against 1.45 at two chunks; whole chunks 1.40 at
+        // two, bench/RESULTS.md eighteenth session).
+        if (op.chunks <= 0) choice.chunks = TileParts(op, choice) ? 1 : kFusedReductionChunks;
         why = std::string("fused: ") +
               (op.kind == OpKind::kMatmulReduceScatter ? "a ReduceScatter" : "an AllReduce") +
               " at 2 ranks with " + std::to_string(rows_per_rank) +
@@ -260,9 +271,11 @@ Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
   } else {
     why = HeuristicPath(op, world, rows_per_rank, choice);
   }
+  choice.tile_parts = TileParts(op, choice);
   choice.reason = why + "; bucket M " + std::to_string(choice.bucket_m) + ", " +
                   BackendName(choice.backend) + " backend, " + std::to_string(choice.chunks) +
-                  (choice.chunks == 1 ? " chunk" : " chunks") + " per shard";
+                  (choice.chunks == 1 ? " chunk" : " chunks") + " per shard" +
+                  (choice.tile_parts ? ", tile parts" : "");
   return choice;
 }
 

@@ -140,6 +140,7 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
   request.world = world;
   request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
   request.chunks = b.path.chunks;
+  request.push_tiles = b.path.tile_parts;
   request.cc = cc;
   if (!config.cache_dir.empty()) {
     ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,

@@ -156,7 +156,11 @@ TEST(ChoosePathTest, ReductionsFuseAtTwoRanksFromFourThousandRowsPerRank) {
     Result<PathChoice> p = ChoosePath(c, 2, 8192);  // 4096 rows per rank
     ASSERT_TRUE(p.ok());
     EXPECT_TRUE(p->fused);
-    EXPECT_EQ(p->chunks, 2);
+    // A ReduceScatter moves tile parts, in one chunk per shard; an AllReduce's plan has none.
+    const bool rs = kind == OpKind::kMatmulReduceScatter;
+    EXPECT_EQ(p->tile_parts, rs);
+    EXPECT_EQ(p->chunks, rs ? 1 : 2);
+    EXPECT_EQ(p->reason.find("tile parts") != std::string::npos, rs) << p->reason;
     EXPECT_THAT(p->reason, HasSubstr("4096 rows per rank"));
     EXPECT_THAT(p->reason, HasSubstr(kind == OpKind::kMatmulReduceScatter ? "a ReduceScatter"
                                                                           : "an AllReduce"));
@@ -171,6 +175,20 @@ TEST(ChoosePathTest, ReductionsFuseAtTwoRanksFromFourThousandRowsPerRank) {
     ASSERT_TRUE(p.ok());
     EXPECT_TRUE(p->fused);
     EXPECT_EQ(p->chunks, 4);
+    EXPECT_EQ(p->tile_parts, rs);
+    c.chunks = 0;
+    c.tile_parts = false;  // whole chunks: two per shard
+    p = ChoosePath(c, 2, 8192);
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->tile_parts);
+    EXPECT_EQ(p->chunks, 2);
+    c.tile_parts = true;
+    c.backend = Backend::kCopyEngine;  // copies move whole chunks
+    p = ChoosePath(c, 2, 8192);
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->tile_parts);
+    EXPECT_EQ(p->chunks, 2);
+    c.backend = Backend::kAuto;
     c.chunks = 0;
     c.path = PathPreference::kUnfused;
     p = ChoosePath(c, 2, 8192);
@@ -357,6 +375,15 @@ TEST(OpKernelsTest, PlanBucketTakesChoosePathsPathAndBuildsForIt) {
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_TRUE(set->path.fused);
   EXPECT_EQ(set->path.chunks, 2);
+  // A fused ReduceScatter on the SM backend: its GEMM moves tile parts; the transfers never do.
+  EXPECT_TRUE(set->path.tile_parts);
+  EXPECT_TRUE(set->kernels.gemm_spec.push_tiles);
+  EXPECT_FALSE(set->kernels.comm_spec.push_tiles);
+  config.tile_parts = false;
+  absl::StatusOr<BucketKernels> whole = PlanBucket(config, 2, 8192, 90);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_FALSE(whole->kernels.gemm_spec.push_tiles);
+  config.tile_parts = true;
   EXPECT_FALSE(PlanBucket(config, 2, 2048, 90)->path.fused);  // RS below 4096 rows per rank
   absl::StatusOr<BucketKernels> bad = PlanBucket(config, 2, 9000, 90);
   ASSERT_FALSE(bad.ok());

@@ -99,6 +99,11 @@ struct OpConfig {
   int comm_ctas = 0;
   int64_t timeout_ms = 2000;  // every device-side wait of a run; a late peer is then named
   std::string cache_dir;      // kernel cache (and `syncopate tune` table) folder; "": none
+  // A fused GEMM+ReduceScatter on the SM backend reduces each tile's part of a chunk into its
+  // owner as soon as the tile is written, instead of moving whole chunks after their last tile
+  // (jit::KernelSpec::push_tiles; where the plan allows, whole chunks elsewhere). With the
+  // heuristic's chunks it then takes one chunk per shard. false: whole chunks.
+  bool tile_parts = true;
 };
 
 // What a run at one M does.
@@ -108,6 +113,7 @@ struct PathChoice {
   bool fused = false;
   Backend backend = Backend::kSm;  // what moves the chunks (fused kernel or unfused transfers)
   int chunks = 1;
+  bool tile_parts = false;  // OpConfig::tile_parts applies (a fused ReduceScatter, SM backend)
   std::string reason;  // one line: why this path
 };
 
