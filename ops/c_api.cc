@@ -143,6 +143,12 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
                   "op config num_bucket_paths " + std::to_string(in->num_bucket_paths) +
                       " is not in 0.." + std::to_string(SYNCOPATE_MAX_BUCKETS));
   }
+  if (in->tile_parts < -1 || in->tile_parts > 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "op config tile_parts " + std::to_string(in->tile_parts) +
+                      " is not -1 (off), 0 (the default: on) or 1 (on)");
+  }
+  out.tile_parts = in->tile_parts >= 0;
   for (int i = 0; i < in->num_bucket_paths; ++i) {
     const syncopate_bucket_path& p = in->bucket_paths[i];
     out.bucket_paths.push_back({.bucket_m = p.bucket_m,
@@ -161,6 +167,7 @@ Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
   out->fused = choice->fused ? 1 : 0;
   out->backend = static_cast<int32_t>(choice->backend);
   out->chunks = choice->chunks;
+  out->tile_parts = choice->tile_parts ? 1 : 0;
   std::strncpy(out->reason, choice->reason.c_str(), sizeof(out->reason) - 1);
   out->reason[sizeof(out->reason) - 1] = '\0';
   return Status::Ok();

@@ -119,6 +119,24 @@ TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
   EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, nullptr), SYNCOPATE_INVALID_ARGUMENT);
 }
 
+// A fused ReduceScatter moves tile parts unless the config says -1; the path says which.
+TEST(CApiTest, TilePartsReachTheLibraryAndComeBackInThePath) {
+  syncopate_op_config c = AllGather();
+  c.kind = SYNCOPATE_MATMUL_REDUCE_SCATTER;
+  c.path = SYNCOPATE_PATH_FUSED;
+  syncopate_path p = Path();
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_EQ(p.tile_parts, 1);
+  EXPECT_THAT(std::string(p.reason), HasSubstr("tile parts"));
+  c.tile_parts = -1;
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_EQ(p.tile_parts, 0);
+  EXPECT_THAT(std::string(p.reason), ::testing::Not(HasSubstr("tile parts")));
+  c.tile_parts = 2;
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("tile_parts 2"));
+}
+
 TEST(CApiTest, TheLastErrorBelongsToTheCallingThread) {
   syncopate_group_config bad = Group(0, 0);
   syncopate_op_config c = AllGather();

@@ -99,6 +99,10 @@ typedef struct {
   const char* cache_dir; /* NULL or "": no kernel cache */
   int32_t num_bucket_paths; /* 0..SYNCOPATE_MAX_BUCKETS */
   syncopate_bucket_path bucket_paths[SYNCOPATE_MAX_BUCKETS];
+  /* A fused GEMM+ReduceScatter reduces each tile's part of a chunk as soon as it is written
+   * (OpConfig::tile_parts). 0: the default (on); 1: on; -1: off (whole chunks). */
+  int32_t tile_parts;
+  int32_t reserved;
 } syncopate_op_config;
 
 typedef struct {
@@ -109,6 +113,7 @@ typedef struct {
   int32_t backend; /* syncopate_backend: what moves the chunks */
   int32_t chunks;
   char reason[256]; /* NUL-terminated, truncated */
+  int32_t tile_parts; /* 1: a fused ReduceScatter that moves tile parts */
 } syncopate_path;
 
 typedef struct syncopate_op syncopate_op;

@@ -81,6 +81,8 @@ class OpConfig(ctypes.Structure):
         ("cache_dir", ctypes.c_char_p),
         ("num_bucket_paths", ctypes.c_int32),
         ("bucket_paths", BucketPath * MAX_BUCKETS),
+        ("tile_parts", ctypes.c_int32),
+        ("reserved_tail", ctypes.c_int32),
     ]
 
 
@@ -94,6 +96,7 @@ class Path(ctypes.Structure):
         ("backend", ctypes.c_int32),
         ("chunks", ctypes.c_int32),
         ("reason", ctypes.c_char * 256),
+        ("tile_parts", ctypes.c_int32),
     ]
 
 

@@ -48,6 +48,7 @@ class PathInfo:
     backend: str   # what moves the chunks: "ce" or "sm"
     chunks: int
     reason: str
+    tile_parts: bool = False  # a fused ReduceScatter that moves tile parts
 
 
 def _kind_value(kind):
@@ -94,7 +95,8 @@ def _int_field(name, value, bits=64):
 
 
 def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto", m_buckets=None,
-                    chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None, bucket_paths=None):
+                    chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None, bucket_paths=None,
+                    tile_parts=True):
     """The syncopate_op_config, after the checks only Python can make (types, names that must
     map to an enum, at most 16 buckets). Returns (config, keepalive)."""
     config = _lib.new_struct(_lib.OpConfig)
@@ -144,6 +146,9 @@ def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto"
     config.chunks = _int_field("chunks", chunks, bits=32)
     config.comm_ctas = _int_field("comm_ctas", comm_ctas, bits=32)
     config.timeout_ms = _int_field("timeout_ms", timeout_ms)  # 0: the library's 2000
+    if not isinstance(tile_parts, bool):
+        raise invalid_argument("tile_parts must be True or False, not %r" % (tile_parts,))
+    config.tile_parts = 1 if tile_parts else -1
     keepalive = None
     if cache_dir:
         keepalive = str(cache_dir).encode("utf-8")
@@ -219,7 +224,8 @@ def torch_allgather(process_group=None):
 def _path_info(path):
     return PathInfo(m=int(path.m), bucket_m=int(path.bucket_m), fused=bool(path.fused),
                     backend=_lib.BACKEND_NAMES.get(path.backend, str(path.backend)),
-                    chunks=int(path.chunks), reason=path.reason.decode("utf-8", "replace"))
+                    chunks=int(path.chunks), reason=path.reason.decode("utf-8", "replace"),
+                    tile_parts=bool(path.tile_parts))
 
 
 def check_config(group, kind, max_m, n, k, **options):
@@ -233,7 +239,8 @@ def check_config(group, kind, max_m, n, k, **options):
 
 def choose_path(kind, world, max_m, n, k, m, **options):
     """The path a run at `m` takes (pure: no GPU; the same on every rank). `options` are the op
-    constructor's: dtype, backend, path, m_buckets, chunks, comm_ctas, timeout_ms, cache_dir."""
+    constructor's: dtype, backend, path, m_buckets, chunks, comm_ctas, timeout_ms, cache_dir,
+    bucket_paths, tile_parts."""
     op_config, keepalive = _make_op_config(kind, max_m, n, k, **options)
     world, m = _int_field("world", world, bits=32), _int_field("m", m)  # before the library
     out = _lib.new_struct(_lib.Path)
@@ -314,7 +321,7 @@ class _Op:
 
     def __init__(self, group, max_m, n, k, dtype="bf16", backend="auto", path="auto",
                  m_buckets=None, chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None,
-                 bucket_paths=None):
+                 bucket_paths=None, tile_parts=True):
         self._handle = None
         self.group = group
         self.max_m = max_m
@@ -326,7 +333,7 @@ class _Op:
         op_config, keepalive = _make_op_config(
             self.KIND, max_m, n, k, dtype=self.dtype, backend=backend, path=path,
             m_buckets=m_buckets, chunks=chunks, comm_ctas=comm_ctas, timeout_ms=timeout_ms,
-            cache_dir=cache_dir, bucket_paths=bucket_paths)
+            cache_dir=cache_dir, bucket_paths=bucket_paths, tile_parts=tile_parts)
         lib = _lib.lib()
         # The pure check first: a config error names its field before any GPU work.
         _lib.check(lib.syncopate_check_config(ctypes.byref(group_config),

@@ -41,6 +41,21 @@ class ChoosePathTest(unittest.TestCase):
         self.assertFalse(p.fused)
         self.assertEqual(p.backend, "ce")
 
+    def test_tile_parts_reach_the_library(self):
+        p = syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
+                                  path="fused")
+        self.assertTrue(p.tile_parts)
+        self.assertIn("tile parts", p.reason)
+        p = syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
+                                  path="fused", tile_parts=False)
+        self.assertFalse(p.tile_parts)
+        self.assertFalse(syncopate.choose_path("matmul_all_reduce", 2, 4096, 1024, 1024, 4096,
+                                               path="fused").tile_parts)
+        with self.assertRaises(SyncopateError) as cm:
+            syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
+                                  tile_parts=1)
+        self.assertIn("tile_parts", str(cm.exception))
+
     def test_explicit_buckets(self):
         p = syncopate.choose_path("all_gather_matmul", 2, 4096, 64, 64, 100,
                                   m_buckets=[128, 1024])

@@ -38,7 +38,7 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(_lib.GroupConfig.bootstrap.offset, 48)
         self.assertEqual(_lib.GroupConfig.rendezvous_dir.offset, 40)
         self.assertEqual(_lib.GroupConfig.rendezvous_timeout_ms.offset, 32)
-        self.assertEqual(ctypes.sizeof(_lib.OpConfig), 592)
+        self.assertEqual(ctypes.sizeof(_lib.OpConfig), 600)
         self.assertEqual(_lib.OpConfig.max_m.offset, 8)
         self.assertEqual(_lib.OpConfig.m_buckets.offset, 48)
         self.assertEqual(_lib.OpConfig.chunks.offset, 176)
@@ -46,10 +46,12 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(_lib.OpConfig.cache_dir.offset, 192)
         self.assertEqual(_lib.OpConfig.num_bucket_paths.offset, 200)
         self.assertEqual(_lib.OpConfig.bucket_paths.offset, 208)
+        self.assertEqual(_lib.OpConfig.tile_parts.offset, 592)
         self.assertEqual(ctypes.sizeof(_lib.BucketPath), 24)
         self.assertEqual(ctypes.sizeof(_lib.Path), 296)
         self.assertEqual(_lib.Path.reason.offset, 36)
-        self.assertEqual(_lib.new_struct(_lib.OpConfig).struct_size, 592)
+        self.assertEqual(_lib.Path.tile_parts.offset, 292)
+        self.assertEqual(_lib.new_struct(_lib.OpConfig).struct_size, 600)
 
     def test_import_does_not_load_and_a_missing_library_names_where_it_looked(self):
         code = (
