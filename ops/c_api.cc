@@ -144,11 +144,11 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
                       " is not in 0.." + std::to_string(SYNCOPATE_MAX_BUCKETS));
   }
   if (in->tile_parts < -1 || in->tile_parts > 1) {
-    return Status(StatusCode::kInvalidArgument,
-                  "op config tile_parts " + std::to_string(in->tile_parts) +
-                      " is not -1 (off), 0 (the default: on) or 1 (on)");
+    return Status(StatusCode::kInvalidArgument, "op config tile_parts " +
+                                                    std::to_string(in->tile_parts) +
+                                                    " is not -1 (off), 0 (the default) or 1 (on)");
   }
-  out.tile_parts = in->tile_parts >= 0;
+  if (in->tile_parts != 0) out.tile_parts = in->tile_parts > 0;
   for (int i = 0; i < in->num_bucket_paths; ++i) {
     const syncopate_bucket_path& p = in->bucket_paths[i];
     out.bucket_paths.push_back({.bucket_m = p.bucket_m,

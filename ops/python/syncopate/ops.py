@@ -96,7 +96,7 @@ def _int_field(name, value, bits=64):
 
 def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto", m_buckets=None,
                     chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None, bucket_paths=None,
-                    tile_parts=True):
+                    tile_parts=None):
     """The syncopate_op_config, after the checks only Python can make (types, names that must
     map to an enum, at most 16 buckets). Returns (config, keepalive)."""
     config = _lib.new_struct(_lib.OpConfig)
@@ -146,9 +146,10 @@ def _make_op_config(kind, max_m, n, k, dtype="bf16", backend="auto", path="auto"
     config.chunks = _int_field("chunks", chunks, bits=32)
     config.comm_ctas = _int_field("comm_ctas", comm_ctas, bits=32)
     config.timeout_ms = _int_field("timeout_ms", timeout_ms)  # 0: the library's 2000
-    if not isinstance(tile_parts, bool):
-        raise invalid_argument("tile_parts must be True or False, not %r" % (tile_parts,))
-    config.tile_parts = 1 if tile_parts else -1
+    if tile_parts is not None and not isinstance(tile_parts, bool):
+        raise invalid_argument("tile_parts must be True, False or None (the library's "
+                               "default), not %r" % (tile_parts,))
+    config.tile_parts = 0 if tile_parts is None else (1 if tile_parts else -1)
     keepalive = None
     if cache_dir:
         keepalive = str(cache_dir).encode("utf-8")
@@ -321,7 +322,7 @@ class _Op:
 
     def __init__(self, group, max_m, n, k, dtype="bf16", backend="auto", path="auto",
                  m_buckets=None, chunks=0, comm_ctas=0, timeout_ms=2000, cache_dir=None,
-                 bucket_paths=None, tile_parts=True):
+                 bucket_paths=None, tile_parts=None):
         self._handle = None
         self.group = group
         self.max_m = max_m

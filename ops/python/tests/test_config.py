@@ -42,15 +42,17 @@ class ChoosePathTest(unittest.TestCase):
         self.assertEqual(p.backend, "ce")
 
     def test_tile_parts_reach_the_library(self):
+        self.assertFalse(syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024,
+                                               4096, path="fused").tile_parts)  # off by default
         p = syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
-                                  path="fused")
+                                  path="fused", tile_parts=True)
         self.assertTrue(p.tile_parts)
         self.assertIn("tile parts", p.reason)
         p = syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
                                   path="fused", tile_parts=False)
         self.assertFalse(p.tile_parts)
         self.assertFalse(syncopate.choose_path("matmul_all_reduce", 2, 4096, 1024, 1024, 4096,
-                                               path="fused").tile_parts)
+                                               path="fused", tile_parts=True).tile_parts)
         with self.assertRaises(SyncopateError) as cm:
             syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
                                   tile_parts=1)
