@@ -158,6 +158,11 @@ INSTANTIATE_TEST_SUITE_P(
              .kind = OpKind::kMatmulReduceScatter,
              .world = 4,
              .backend = Backend::kSm},
+        Case{.name = "rs_w2_fused_tile_parts",
+             .kind = OpKind::kMatmulReduceScatter,
+             .backend = Backend::kSm,
+             .path = PathPreference::kFused,
+             .tile_parts = true},
         Case{
             .name = "ag_w8", .kind = OpKind::kAllGatherMatmul, .world = 8, .backend = Backend::kSm},
         Case{.name = "ar_w2_fused",

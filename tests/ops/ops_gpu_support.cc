@@ -131,6 +131,7 @@ OpConfig OpConfigFor(const Case& c) {
   config.backend = c.backend;
   config.path = c.path;
   config.chunks = c.chunks;
+  config.tile_parts = c.tile_parts;
   config.timeout_ms = 20000;
   config.cache_dir = workloads::TestCacheDir();
   config.m_buckets = c.m_buckets;
