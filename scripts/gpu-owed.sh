@@ -77,7 +77,7 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-for name in ${STEPS:-ops_mps_8 protocol_mps_8 push_ab ops_vs_torch ops_ts_8 protocol_ts_1 protocol_mps_1}; do
+for name in ${STEPS:-ops_mps_8 protocol_ts_8 protocol_ts_32 ops_ts_8 ops_vs_torch push_ab}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS

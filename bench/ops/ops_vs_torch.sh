@@ -20,6 +20,10 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/gpu-modes.sh
 world=${WORLD:-2}
 kinds=${KINDS:-ag,rs,ar}  # the ops timed (ops_bench and Python), e.g. KINDS=ar
+# TILE_PARTS=1: the ops move a fused ReduceScatter's tile parts (OpConfig::tile_parts; off by
+# default until the ops' GPU tests have run with them). The build host's fill follows it too.
+parts_flags=()
+[[ ${TILE_PARTS:-0} == 1 ]] && parts_flags=(--tile-parts)
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
 fill=${FILL:-}
 # "name:hidden,ffn" (a MODELS entry) into name, hidden and ffn.
@@ -38,7 +42,7 @@ if [[ -n $fill ]]; then
     parse_model "$entry"
     while read -r k n kk; do
       "$bin/ops_bench" --fill-cache "$fill/$name" --kind "$k" --n "$n" --k "$kk" --world "$world" \
-        --max-m 8192 --m 8192,2048 --backend sm || exit 1
+        --max-m 8192 --m 8192,2048 --backend sm "${parts_flags[@]}" || exit 1
     done < <(op_shapes)
   done
   "$bin/ops_bench" --fill-cache "$fill/host" --kind ag --n $((14336 / world)) --k 4096 \
@@ -67,13 +71,15 @@ for entry in $models; do
   while read -r k n kk; do
     [[ ,$kinds, == *,$k,* ]] || continue
     STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind "$k" --n "$n" --k "$kk" --world "$world" \
-      --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
+      --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" \
+      "${parts_flags[@]}" >>"$log" 2>&1 ||
       echo "   ops_bench $k failed (exit $?)"
   done < <(op_shapes)
   after_cpp=$(cached_kernels "$name")
   STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
-    --buckets 8192,2048 --time-kinds "$kinds" --cache-dir "$out/ops-cache-$name" >>"$log" 2>&1 ||
+    --buckets 8192,2048 --time-kinds "$kinds" --cache-dir "$out/ops-cache-$name" \
+    "${parts_flags[@]}" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
   grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^host,.*,syncopate,|^pair,|^RESULT" "$log" |
     cut -c1-110

@@ -53,6 +53,8 @@ def parse_args(argv=None):
                     "); ag: n=ffn/world k=hidden; rs, ar: n=hidden k=ffn/world")
     ap.add_argument("--ms", type=ints, default=[8192, 2048, 128, 1000], help="checked Ms")
     ap.add_argument("--time-ms", type=ints, default=[8192, 2048], help="timed Ms")
+    ap.add_argument("--tile-parts", action="store_true",
+                    help="the ops move a fused ReduceScatter's tile parts (tile_parts=True)")
     ap.add_argument("--time-kinds", default=",".join(KINDS),
                     help="the ops timed, any of " + ",".join(KINDS))
     ap.add_argument("--graph-m", type=int, default=2048, help="M of the capture check")
@@ -295,7 +297,8 @@ def create_op(ctx, kind, backend="auto"):
     try:
         op = classes[kind](group, ctx.a.max_m, n, k, dtype="bf16", backend=backend,
                            timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir,
-                           m_buckets=ctx.a.buckets)
+                           m_buckets=ctx.a.buckets,
+                           tile_parts=True if ctx.a.tile_parts else None)
         note = f"max_m={ctx.a.max_m} n={n} k={k} in {time.time() - t0:.1f} s"
     except Exception as e:
         note = "error: " + short(e)
