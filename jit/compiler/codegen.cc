@@ -355,8 +355,6 @@ absl::StatusOr<std::vector<int64_t>> TransferOpRow(const LoweredSchedule& lw,
                               dep_begin, dep_end,  ready_chunk, producers,  kind};
 }
 
-// Tile `tile`'s part of rank rs's local chunk `c` (its tile_out_segs entry), its segments
-// appended to the table when the chunk moves in tile parts.
 // Whether a part's segments, of a transfer with this reduction and dtype, can move in 16-byte
 // units: a copy of anything, or a sum of 16-bit floats (one vector atomic per unit).
 bool PartMovesIn16ByteUnits(const std::vector<CopySegment>& part, const LoweredTransfer& transfer) {
@@ -370,6 +368,8 @@ bool PartMovesIn16ByteUnits(const std::vector<CopySegment>& part, const LoweredT
   return true;
 }
 
+// Tile `tile`'s part of rank rs's local chunk `c` (its tile_out_segs entry), its segments
+// appended to the table when the chunk moves in tile parts.
 void AddTilePartRows(const LoweredSchedule& lw, const RankSchedule& rs, int tile, int c,
                      FusedTables& t) {
   const bool outgoing = c < static_cast<int>(rs.outgoing.size());

@@ -82,8 +82,6 @@ Status CheckBucketPaths(const OpConfig& op, int world) {
   return Status::Ok();
 }
 
-// The config's path preference, else the heuristic (see ChoosePath); sets choice.fused and
-// returns why.
 // Whether a fused run of this choice moves tile parts (OpConfig::tile_parts): only a
 // ReduceScatter's plan has parts (an AllReduce's gather waits for its reductions), and only
 // comm CTAs count them (the copy engine moves whole chunks).
@@ -92,6 +90,8 @@ bool TileParts(const OpConfig& op, const PathChoice& choice) {
          choice.backend == Backend::kSm;
 }
 
+// The config's path preference, else the heuristic (see ChoosePath); sets choice.fused and
+// returns why.
 std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
                           PathChoice& choice) {
   std::string why;
