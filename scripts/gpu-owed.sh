@@ -28,7 +28,7 @@ export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
-declare -A needs=([ops_mps_8]=100 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
+declare -A needs=([ops_mps_8]=130 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
                   [ops_ts_8]=150 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=150 [protocol_mps_32]=140 [protocol_ts_8]=80
                   [protocol_ts_32]=80)

@@ -479,6 +479,26 @@ def pair_row(ctx, kind, M, impl, fn):
             f"  # first and second of two runs after a line-up, rank medians {got}")
 
 
+def graph_pair_row(ctx, kind, M, op, a, w, out):
+    """Collective: pair_row for replays of one captured run ("syncopate-graph"): whether a first
+    run's extra time after a line-up is the direct run's host-side launch (its host-epoch stream
+    writes) or the kernels themselves (a replay takes its epoch on the device)."""
+    graph, err = torch.cuda.CUDAGraph(), ""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.cuda.graph(graph):
+                op.run(a, w, out)
+    except Exception as e:
+        err = short(e)
+    torch.cuda.synchronize()
+    errors = [e for e in ctx.gather(err) if e]
+    if errors:
+        ctx.say(f"pair,{kind},{M},syncopate-graph: not captured ({errors[0]})")
+        return
+    pair_row(ctx, kind, M, "syncopate-graph", graph.replay)
+
+
 def measure(ctx, kind, M, impl, fn, check=None, counts=False):
     """One untimed run, its output checked where `check` is given (counted with `counts`, else
     only noted in the row: torch's ops), then bench() if it ran on every rank. Prints
@@ -548,6 +568,7 @@ def time_ops(ctx, ops):
                              lambda: bench_back_to_back(ctx, lambda: ops[kind].run(a, w, out)),
                              "rank ms", "; events around --reps runs, as ops_bench's run ms")
                     pair_row(ctx, kind, M, "syncopate", lambda: ops[kind].run(a, w, out))
+                    graph_pair_row(ctx, kind, M, ops[kind], a, w, out)
             t["symm_mem"] = measure(ctx, kind, M, "symm_mem", symm_mem_fn(ctx, kind, a, w, M),
                                     check)
             if t["symm_mem"] is not None:
