@@ -24,6 +24,12 @@ constexpr int64_t kFusedMinRowsPerRank = 1024;
 // heuristic below).
 constexpr int64_t kFusedReductionMinRowsPerRank = 4096;
 constexpr int kFusedReductionChunks = 2;
+// With tile parts (OpConfig::tile_parts), a GEMM+ReduceScatter also runs fused at four ranks
+// from this many rows per rank: 8B, M=2048 (512 rows per rank), H200 under MPS, the tp bench:
+// fused with parts 0.488 ms against unfused 0.579 and whole chunks 0.565 (bench/RESULTS.md,
+// eighteenth session). Three and five to eight ranks, and two ranks below 4096 rows, are
+// unmeasured: unfused.
+constexpr int64_t kFusedTilePartsMinRowsPerRank4 = 512;
 
 Status Invalid(std::string message) {
   return Status(StatusCode::kInvalidArgument, std::move(message));
@@ -115,6 +121,15 @@ std::string HeuristicPath(const OpConfig& op, int world, int64_t rows_per_rank,
               (op.kind == OpKind::kMatmulReduceScatter ? "a ReduceScatter" : "an AllReduce") +
               " at 2 ranks with " + std::to_string(rows_per_rank) +
               " rows per rank >= " + std::to_string(kFusedReductionMinRowsPerRank) +
+              " (measured faster than unfused)";
+      } else if (op.kind == OpKind::kMatmulReduceScatter && world == 4 &&
+                 rows_per_rank >= kFusedTilePartsMinRowsPerRank4 &&
+                 TileParts(op, PathChoice{.fused = true, .backend = choice.backend})) {
+        choice.fused = true;
+        if (op.chunks <= 0) choice.chunks = 1;
+        why = "fused: a ReduceScatter in tile parts at 4 ranks with " +
+              std::to_string(rows_per_rank) +
+              " rows per rank >= " + std::to_string(kFusedTilePartsMinRowsPerRank4) +
               " (measured faster than unfused)";
       } else if (HasReductions(op.kind)) {
         choice.fused = false;
