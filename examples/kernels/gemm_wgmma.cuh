@@ -12,17 +12,22 @@
 //                    per stage, landing in the 128-byte swizzle that wgmma
 //                    descriptors expect; the copies complete the stage's "full" mbarrier by
 //                    their byte count. The rest of warp 0 exits after encoding the descriptors,
-//                    the other three producer warps at once.
+//                    the other three producer warps at once, unless they move tile parts: in a
+//                    GEMM+ReduceScatter with push_tiles (s.tile_parts_from_staging) they take
+//                    each tile from the consumers' staging tile (mbarriers staged_full /
+//                    staged_empty) and reduce its parts into their owners from shared memory
+//                    (MoveStagedTileParts), while the consumers go on with their next tile.
 //   warpgroups 1, 2  consumers: each owns 64 rows of the BM = 128 row tile; per k-block, four
 //                    wgmma.m64nBNk16 (A and B from shared memory), one commit group kept in
 //                    flight, the stage released on its "empty" mbarrier once the wgmmas reading it
 //                    completed. Epilogue: fp32 -> T into a shared-memory staging tile, then one
 //                    thread per warpgroup stores it with TMA and goes on to the next tile while
-//                    the store drains (waiting for it only where s.publishes(t): the chunk the
-//                    tile completes is published by s.done_by_group over the 256 consumer
-//                    threads, named barrier 2). Without room for the staging tile (4 stages of
-//                    128 x 256), with a misaligned C, or with the cp.async producer (the
-//                    descriptors come from the TMA path), registers go straight to global memory.
+//                    the store drains (waiting for it only where s.publishes_from_memory(t):
+//                    the chunk the tile completes is published by s.done_by_group over the 256
+//                    consumer threads, named barrier 2). Without room for the staging tile (4
+//                    stages of 128 x 256), with a misaligned C, or with the cp.async producer
+//                    (the descriptors come from the TMA path), registers go straight to global
+//                    memory.
 //                    With no tile left, they join the transfers still waiting (s.join_transfers).
 // The producer runs up to kStages k-blocks ahead, across tile boundaries, so a tile's wait for
 // its chunks overlaps the math of earlier tiles, and the consumers never wait on a flag.
