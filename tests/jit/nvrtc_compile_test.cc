@@ -103,6 +103,18 @@ std::string Example(const std::string& name) {
   return src.ok() ? std::string(*src) : std::string();
 }
 
+// `spec` over `plan` with push_tiles, through the example kernel `kernel`; an error too when no
+// chunk of the tables moves in tile parts (the case would then test whole chunks).
+absl::StatusOr<GeneratedKernel> InTileParts(const plan::Plan& plan, KernelSpec spec,
+                                            const std::string& kernel) {
+  spec.push_tiles = true;
+  absl::StatusOr<GeneratedKernel> k = GenerateFusedKernel(plan, spec, Example(kernel), {kernel});
+  if (k.ok() && k->source.find("kTileParts = true") == std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(plan.name, ": no chunk in tile parts"));
+  }
+  return k;
+}
+
 class NvrtcCompileTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(NvrtcCompileTest, FusedAllGatherGemmBf16) {
@@ -124,11 +136,9 @@ TEST_P(NvrtcCompileTest, FusedGemmReduceScatterF16) {
 // Tile parts (push_tiles) through the CTA-collective done() of the mma.sync GEMM.
 TEST_P(NvrtcCompileTest, FusedGemmReduceScatterInTileParts) {
   const plan::Plan plan = ReduceScatterPlan("direct", 4, 512, 384, 2, plan::DType::kBF16);
-  KernelSpec spec = GemmSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 64);
-  spec.push_tiles = true;
-  auto k = GenerateFusedKernel(plan, spec, Example("gemm_mma.cuh"), {"gemm_mma.cuh"});
+  auto k = InTileParts(plan, GemmSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 64),
+                       "gemm_mma.cuh");
   ASSERT_TRUE(k.ok()) << k.status();
-  ASSERT_NE(k->source.find("kTileParts = true"), std::string::npos);
   ExpectCompiles(*k, GetParam());
 }
 
@@ -207,11 +217,10 @@ TEST(NvrtcCompileWgmma, FusedAndLocalForSm90a) {
   ASSERT_TRUE(f2.ok()) << f2.status();
   kernels.push_back(*f2);
   // The same in tile parts: the warp-specialised done_by_group's path.
-  KernelSpec parts = GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kF16, 128, 128, 3);
-  parts.push_tiles = true;
-  auto f3 = GenerateFusedKernel(rs, parts, Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  auto f3 =
+      InTileParts(rs, GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kF16, 128, 128, 3),
+                  "gemm_wgmma.cuh");
   ASSERT_TRUE(f3.ok()) << f3.status();
-  ASSERT_NE(f3->source.find("kTileParts = true"), std::string::npos);
   kernels.push_back(*f3);
   for (plan::DType dtype : {plan::DType::kBF16, plan::DType::kF16}) {
     auto l = GenerateLocalKernel(GemmWgmmaSpecForAllGather(777, 300, 72, dtype),
@@ -285,12 +294,11 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
                           Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
   ASSERT_TRUE(f3.ok()) << f3.status();
   kernels.push_back(*f3);
-  // Tile parts add their own flag in shared memory.
-  KernelSpec parts = GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 128, 6);
-  parts.push_tiles = true;
-  auto f4 = GenerateFusedKernel(rs, parts, Example("gemm_wgmma.cuh"), {"gemm_wgmma.cuh"});
+  // Tile parts add their own guard words in shared memory.
+  auto f4 =
+      InTileParts(rs, GemmWgmmaSpecForReduceScatter(512, 384, 200, plan::DType::kBF16, 128, 128, 6),
+                  "gemm_wgmma.cuh");
   ASSERT_TRUE(f4.ok()) << f4.status();
-  ASSERT_NE(f4->source.find("kTileParts = true"), std::string::npos);
   kernels.push_back(*f4);
   for (const GeneratedKernel& k : kernels) {
     const Compiled c = CompileForArch(k, "sm_90a");

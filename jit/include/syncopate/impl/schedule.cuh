@@ -307,7 +307,7 @@ class FusedSchedule {
   // for a peer), and counts it at its next call, join_transfers or the schedule's end; its last
   // part sets the peer's signal.
   SYNCOPATE_DEVICE void done(const Tile& t) {
-    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const int* off = OutEntries(t);
     const int begin = off[0];
     const int end = off[1];
     if (begin == end) {
@@ -318,10 +318,9 @@ class FusedSchedule {
     const bool tid0 = FlatThreadIdx() == 0;
     if (tid0) __threadfence_system();
     if (tid0) CountTileParts();  // the previous tile's, covered by that fence
-    const int base = Tables::out_base()[args_.rank];
     for (int k = begin; k < end; ++k) {
       const int c = Tables::tile_out()[k];
-      const TransferOp& op = Tables::out_chunks()[base + c];
+      const TransferOp& op = OutChunk(c);
       if (MovesTileParts(op)) {
         if (!parts_left_ && !MoveTilePart(k, op, WholeCta())) return;
         continue;
@@ -380,7 +379,7 @@ class FusedSchedule {
   // its stores must then be complete, not merely issued, before that call. A kernel that stores
   // asynchronously (TMA bulk stores) waits for them only for such tiles.
   SYNCOPATE_DEVICE bool publishes(const Tile& t) const {
-    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const int* off = OutEntries(t);
     return off[0] != off[1];
   }
 
@@ -415,11 +414,10 @@ class FusedSchedule {
   // Whether done*() of tile t reads what the tile stored (it publishes a chunk other than a part
   // left to another group): the kernel's asynchronous stores must then be complete.
   SYNCOPATE_DEVICE bool publishes_from_memory(const Tile& t) const {
-    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
-    if (!parts_left_) return off[0] != off[1];
-    const int base = Tables::out_base()[args_.rank];
+    if (!parts_left_) return publishes(t);
+    const int* off = OutEntries(t);
     for (int k = off[0]; k < off[1]; ++k) {
-      if (!MovesTileParts(Tables::out_chunks()[base + Tables::tile_out()[k]])) return true;
+      if (!MovesTileParts(OutChunk(Tables::tile_out()[k]))) return true;
     }
     return false;
   }
@@ -433,11 +431,10 @@ class FusedSchedule {
   SYNCOPATE_DEVICE bool move_tile_parts(const Tile& t, const ThreadGroup& g, const Read& read) {
     if constexpr (TilePartsOf<Tables>::value) {
       if (g.tid == 0) FlushTileParts();  // the reductions were issued before the last g.sync()
-      const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
-      const int base = Tables::out_base()[args_.rank];
+      const int* off = OutEntries(t);
       bool any = false;
       for (int k = off[0]; k < off[1]; ++k) {
-        const TransferOp& op = Tables::out_chunks()[base + Tables::tile_out()[k]];
+        const TransferOp& op = OutChunk(Tables::tile_out()[k]);
         if (!MovesTileParts(op)) continue;
         any = true;
         if (!GuardPart(op, g)) return false;
@@ -456,7 +453,7 @@ class FusedSchedule {
   // it after its stores of the tile; only g's named barrier is used). Same effect as done().
   SYNCOPATE_DEVICE void done_by_group(const Tile& t, const ThreadGroup& g) {
     __shared__ int syncopate_done_last;
-    const int* off = Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+    const int* off = OutEntries(t);
     const int begin = off[0];
     const int end = off[1];
     if (begin == end) {
@@ -467,10 +464,9 @@ class FusedSchedule {
     const bool tid0 = g.tid == 0;
     if (tid0) __threadfence_system();
     if (tid0) CountTileParts();  // the previous tile's, covered by that fence
-    const int base = Tables::out_base()[args_.rank];
     for (int k = begin; k < end; ++k) {
       const int c = Tables::tile_out()[k];
-      const TransferOp& op = Tables::out_chunks()[base + c];
+      const TransferOp& op = OutChunk(c);
       if (MovesTileParts(op)) {
         if (!parts_left_ && !MoveTilePart(k, op, g)) return;
         continue;
@@ -552,6 +548,15 @@ class FusedSchedule {
   }
 
  private:
+  // Tile t's entries of tile_out(): [OutEntries(t)[0], OutEntries(t)[1]).
+  SYNCOPATE_DEVICE const int* OutEntries(const Tile& t) const {
+    return Tables::out_offsets() + args_.rank * Tables::kNumTiles + t.index;
+  }
+  // This rank's outgoing chunk c (a tile_out() value).
+  SYNCOPATE_DEVICE const TransferOp& OutChunk(int c) const {
+    return Tables::out_chunks()[Tables::out_base()[args_.rank] + c];
+  }
+
   // Tile parts (kTileParts chunks, SM mode): each producer tile moves its own part as soon as it
   // is written, and the last producer sets the destination's signal. Counting a part into the
   // chunk needs its reductions to have landed (a fence), which takes them a while to drain: the
@@ -648,10 +653,9 @@ class FusedSchedule {
   // and this rank's chunk_ready.
   SYNCOPATE_DEVICE void CountTileParts() {
     if constexpr (TilePartsOf<Tables>::value) {
-      const int base = Tables::out_base()[args_.rank];
       for (int k = pending_begin_; k < pending_end_; ++k) {
         const int c = Tables::tile_out()[k];
-        const TransferOp& op = Tables::out_chunks()[base + c];
+        const TransferOp& op = OutChunk(c);
         if (!MovesTileParts(op)) continue;
         const unsigned prev = atomicAdd(args_.chunk_counters + c, 1u);
         if (prev + 1u != static_cast<unsigned>(op.producers)) continue;
