@@ -446,7 +446,7 @@ absl::Status Main(int argc, char** argv) {
   flags.Int("chunks", &b.chunks, "chunks per shard (0: the heuristic's)", 0, 8);
   flags.Bool("tile-parts", &b.tile_parts,
              "a fused ReduceScatter reduces each tile's part as it is written (OpConfig::"
-             "tile_parts, off by default)");
+             "tile_parts, on by default; --tile-parts=false moves whole chunks)");
   flags.Int("comm-ctas", &b.comm_ctas, "SM backend's communication CTAs (0: the default)", 0, 1024);
   flags.Int("reps", &b.reps, "timed runs per M and round", 1);
   flags.Int("rounds", &b.rounds, "alternating rounds of direct runs and graph replays per M", 1,

@@ -20,10 +20,13 @@ cd "$(dirname "$0")/../.." || exit 1
 source scripts/gpu-modes.sh
 world=${WORLD:-2}
 kinds=${KINDS:-ag,rs,ar}  # the ops timed (ops_bench and Python), e.g. KINDS=ar
-# TILE_PARTS=1: the ops move a fused ReduceScatter's tile parts (OpConfig::tile_parts; off by
-# default until the ops' GPU tests have run with them). The build host's fill follows it too.
-parts_flags=()
-[[ ${TILE_PARTS:-0} == 1 ]] && parts_flags=(--tile-parts)
+# A fused ReduceScatter's tile parts (OpConfig::tile_parts, on by default): TILE_PARTS=0 moves
+# whole chunks instead, TILE_PARTS=1 asks for parts explicitly. The build host's fill follows it.
+parts_flags=() py_parts_flags=()
+case ${TILE_PARTS:-} in
+  1) parts_flags=(--tile-parts) py_parts_flags=(--tile-parts) ;;
+  0) parts_flags=(--tile-parts=false) py_parts_flags=(--whole-chunks) ;;
+esac
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
 fill=${FILL:-}
 # "name:hidden,ffn" (a MODELS entry) into name, hidden and ffn.
@@ -79,7 +82,7 @@ for entry in $models; do
   STEP_TIMEOUT=240 in_mode mps:8 python3 "$bin/python/torch_ops_check.py" --lib "$bin/libsyncopate.so" \
     --world "$world" --model "$hidden,$ffn" --parts timing --time-ms 8192,2048 \
     --buckets 8192,2048 --time-kinds "$kinds" --cache-dir "$out/ops-cache-$name" \
-    "${parts_flags[@]}" >>"$log" 2>&1 ||
+    "${py_parts_flags[@]}" >>"$log" 2>&1 ||
     echo "   torch_ops_check failed (exit $?)"
   grep -E "^(ratio|time),.*(symm_mem|back-to-back)|^host,.*,syncopate,|^pair,|^RESULT" "$log" |
     cut -c1-110

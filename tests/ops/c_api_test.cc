@@ -119,15 +119,15 @@ TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
   EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, nullptr), SYNCOPATE_INVALID_ARGUMENT);
 }
 
-// A fused ReduceScatter moves tile parts when the config says 1 (0, the default, is off for
-// now); the path says which.
+// A fused ReduceScatter moves tile parts when the config says 1 or 0 (the default) and whole
+// chunks when it says -1; the path says which.
 TEST(CApiTest, TilePartsReachTheLibraryAndComeBackInThePath) {
   syncopate_op_config c = AllGather();
   c.kind = SYNCOPATE_MATMUL_REDUCE_SCATTER;
   c.path = SYNCOPATE_PATH_FUSED;
   syncopate_path p = Path();
   ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
-  EXPECT_EQ(p.tile_parts, 0);
+  EXPECT_EQ(p.tile_parts, 1);
   c.tile_parts = 1;
   ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
   EXPECT_EQ(p.tile_parts, 1);

@@ -55,8 +55,9 @@ TEST(OpAgreementTest, ABucketThatTakesAnotherPathIsNamed) {
   // What a tuning file in one rank's cache_dir does: one bucket's path changes.
   OpConfig tuned = ReduceScatter();
   tuned.bucket_paths = {{.bucket_m = 8192, .fused = false, .backend = Backend::kSm, .chunks = 1}};
-  EXPECT_THAT(Compare(ReduceScatter(), tuned),
-              Optional(HasSubstr("path@8192 fused sm 2 chunks here, unfused sm 1 chunks")));
+  EXPECT_THAT(
+      Compare(ReduceScatter(), tuned),
+      Optional(HasSubstr("path@8192 fused sm 1 chunks tile parts here, unfused sm 1 chunks")));
 }
 
 TEST(OpAgreementTest, AMessageThatIsCutShortIsADisagreement) {

@@ -153,17 +153,20 @@ TEST(ChoosePathTest, ReductionsFuseAtTwoRanksFromFourThousandRowsPerRank) {
     SCOPED_TRACE(OpKindName(kind));
     OpConfig c = AllGather(8192);
     c.kind = kind;
+    const bool rs = kind == OpKind::kMatmulReduceScatter;
+    // Whole chunks asked for: two chunks per shard.
+    c.tile_parts = false;
     Result<PathChoice> p = ChoosePath(c, 2, 8192);  // 4096 rows per rank
     ASSERT_TRUE(p.ok());
     EXPECT_TRUE(p->fused);
-    EXPECT_FALSE(p->tile_parts);  // off by default
+    EXPECT_FALSE(p->tile_parts);
     EXPECT_EQ(p->chunks, 2);
-    // Asked for, a ReduceScatter moves tile parts in one chunk per shard; an AllReduce's plan
+    // By default a ReduceScatter moves tile parts in one chunk per shard; an AllReduce's plan
     // has none.
-    c.tile_parts = true;
+    c.tile_parts = OpConfig{}.tile_parts;
+    ASSERT_TRUE(c.tile_parts);
     p = ChoosePath(c, 2, 8192);
     ASSERT_TRUE(p.ok());
-    const bool rs = kind == OpKind::kMatmulReduceScatter;
     EXPECT_EQ(p->tile_parts, rs);
     EXPECT_EQ(p->chunks, rs ? 1 : 2);
     EXPECT_EQ(p->reason.find("tile parts") != std::string::npos, rs) << p->reason;
@@ -412,16 +415,16 @@ TEST(OpKernelsTest, PlanBucketTakesChoosePathsPathAndBuildsForIt) {
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_TRUE(set->path.fused);
   EXPECT_EQ(set->path.chunks, 2);
-  EXPECT_FALSE(set->kernels.gemm_spec.push_tiles);  // tile parts are off by default
-  // Asked for, a fused ReduceScatter on the SM backend: its GEMM moves tile parts; the
+  // By default a fused ReduceScatter on the SM backend: its GEMM moves tile parts; the
   // transfers never do.
-  config.tile_parts = true;
-  absl::StatusOr<BucketKernels> parts = PlanBucket(config, 2, 8192, 90);
-  ASSERT_TRUE(parts.ok()) << parts.status();
-  EXPECT_TRUE(parts->path.tile_parts);
-  EXPECT_TRUE(parts->kernels.gemm_spec.push_tiles);
-  EXPECT_FALSE(parts->kernels.comm_spec.push_tiles);
-  config.tile_parts = false;
+  EXPECT_TRUE(set->path.tile_parts);
+  EXPECT_TRUE(set->kernels.gemm_spec.push_tiles);
+  EXPECT_FALSE(set->kernels.comm_spec.push_tiles);
+  config.tile_parts = false;  // whole chunks
+  absl::StatusOr<BucketKernels> whole = PlanBucket(config, 2, 8192, 90);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_FALSE(whole->path.tile_parts);
+  EXPECT_FALSE(whole->kernels.gemm_spec.push_tiles);
   EXPECT_FALSE(PlanBucket(config, 2, 2048, 90)->path.fused);  // RS below 4096 rows per rank
   absl::StatusOr<BucketKernels> bad = PlanBucket(config, 2, 9000, 90);
   ASSERT_FALSE(bad.ok());

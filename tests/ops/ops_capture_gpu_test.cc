@@ -158,11 +158,15 @@ INSTANTIATE_TEST_SUITE_P(
              .kind = OpKind::kMatmulReduceScatter,
              .world = 4,
              .backend = Backend::kSm},
-        Case{.name = "rs_w2_fused_tile_parts",
+        Case{.name = "rs_w2_fused",  // tile parts, the default
+             .kind = OpKind::kMatmulReduceScatter,
+             .backend = Backend::kSm,
+             .path = PathPreference::kFused},
+        Case{.name = "rs_w2_fused_whole_chunks",
              .kind = OpKind::kMatmulReduceScatter,
              .backend = Backend::kSm,
              .path = PathPreference::kFused,
-             .tile_parts = true},
+             .tile_parts = false},
         Case{
             .name = "ag_w8", .kind = OpKind::kAllGatherMatmul, .world = 8, .backend = Backend::kSm},
         Case{.name = "ar_w2_fused",

@@ -38,7 +38,7 @@ struct Case {
   PathPreference path = PathPreference::kAuto;
   int chunks = 0;
   bool bootstrap = false;          // the group forms through a caller's allgather, not the sockets
-  bool tile_parts = false;         // OpConfig::tile_parts
+  bool tile_parts = OpConfig{}.tile_parts;  // false: whole chunks
   std::vector<int64_t> m_buckets;  // empty: the default buckets
 };
 

@@ -102,11 +102,10 @@ struct OpConfig {
   // A fused GEMM+ReduceScatter on the SM backend reduces each tile's part of a chunk into its
   // owner as soon as the tile is written, instead of moving whole chunks after their last tile
   // (jit::KernelSpec::push_tiles; where the plan allows, whole chunks elsewhere). With the
-  // heuristic's chunks it then takes one chunk per shard. Measured 4.5-14% faster than whole
-  // chunks (the tp bench, 2 and 4 ranks, H200) and its kernels passed the launch-protocol
-  // suite's tile-part tests, but the ops' own GPU tests have not run with it yet: off by
-  // default until they have.
-  bool tile_parts = false;
+  // heuristic's chunks it then takes one chunk per shard. On by default since it passed the
+  // ops' GPU tests (MPS and time-sliced) and ran 1.3-3.5% faster than whole chunks in the ops
+  // at M=8192, 2 ranks (H100, bench/RESULTS.md, nineteenth session); false for whole chunks.
+  bool tile_parts = true;
 };
 
 // What a run at one M does.

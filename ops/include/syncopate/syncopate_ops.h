@@ -100,7 +100,7 @@ typedef struct {
   int32_t num_bucket_paths; /* 0..SYNCOPATE_MAX_BUCKETS */
   syncopate_bucket_path bucket_paths[SYNCOPATE_MAX_BUCKETS];
   /* A fused GEMM+ReduceScatter reduces each tile's part of a chunk as soon as it is written
-   * (OpConfig::tile_parts). 0: the default (off for now); 1: on; -1: off (whole chunks). */
+   * (OpConfig::tile_parts). 0: the default (on); 1: on; -1: off (whole chunks). */
   int32_t tile_parts;
   int32_t reserved;
 } syncopate_op_config;

@@ -42,8 +42,8 @@ class ChoosePathTest(unittest.TestCase):
         self.assertEqual(p.backend, "ce")
 
     def test_tile_parts_reach_the_library(self):
-        self.assertFalse(syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024,
-                                               4096, path="fused").tile_parts)  # off by default
+        self.assertTrue(syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024,
+                                              4096, path="fused").tile_parts)  # on by default
         p = syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024, 4096,
                                   path="fused", tile_parts=True)
         self.assertTrue(p.tile_parts)

@@ -53,8 +53,13 @@ def parse_args(argv=None):
                     "); ag: n=ffn/world k=hidden; rs, ar: n=hidden k=ffn/world")
     ap.add_argument("--ms", type=ints, default=[8192, 2048, 128, 1000], help="checked Ms")
     ap.add_argument("--time-ms", type=ints, default=[8192, 2048], help="timed Ms")
-    ap.add_argument("--tile-parts", action="store_true",
-                    help="the ops move a fused ReduceScatter's tile parts (tile_parts=True)")
+    parts = ap.add_mutually_exclusive_group()
+    parts.add_argument("--tile-parts", action="store_true",
+                       help="the ops move a fused ReduceScatter's tile parts (tile_parts=True; "
+                            "the library's default)")
+    parts.add_argument("--whole-chunks", action="store_true",
+                       help="the ops move a fused ReduceScatter's whole chunks "
+                            "(tile_parts=False)")
     ap.add_argument("--time-kinds", default=",".join(KINDS),
                     help="the ops timed, any of " + ",".join(KINDS))
     ap.add_argument("--graph-m", type=int, default=2048, help="M of the capture check")
@@ -298,7 +303,8 @@ def create_op(ctx, kind, backend="auto"):
         op = classes[kind](group, ctx.a.max_m, n, k, dtype="bf16", backend=backend,
                            timeout_ms=ctx.a.op_timeout_ms, cache_dir=ctx.a.cache_dir,
                            m_buckets=ctx.a.buckets,
-                           tile_parts=True if ctx.a.tile_parts else None)
+                           tile_parts=(True if ctx.a.tile_parts else
+                                       False if ctx.a.whole_chunks else None))
         note = f"max_m={ctx.a.max_m} n={n} k={k} in {time.time() - t0:.1f} s"
     except Exception as e:
         note = "error: " + short(e)
