@@ -9,10 +9,13 @@
 // the same slab positions.
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "ops/core/op_agreement.h"
 #include "ops/core/op_kernels.h"
 #include "ops/core/op_tuning.h"
+#include "ops/launch_trace.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
@@ -125,6 +129,7 @@ struct Op::Impl {
   cuda::DeviceBuffer c_padded;              // AllGather: C at a bucket's layout
   std::vector<Variant> variants;            // ascending bucket_m
   absl::Status sticky;
+  std::unique_ptr<LaunchTrace> trace;  // SYNCOPATE_OPS_TRACE_DIR's diagnostics, or null
 
   ~Impl();
   const cuda::DriverApi& api() const { return rt->api(); }
@@ -140,7 +145,9 @@ struct Op::Impl {
   absl::Status CheckRunArgs(const RunArgs& args) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
   // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
-  absl::Status Launch(Variant& v, CUstream stream, CUdeviceptr b, CUdeviceptr in_place);
+  absl::Status Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b, CUdeviceptr in_place);
+  // Where a fused launch of v writes its per-CTA records (LaunchTrace), or 0: not traced.
+  CUdeviceptr TraceRecords(Variant& v, int64_t m, CUstream stream, const cuda::LaunchOptions& o);
   CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
                       CUdeviceptr b) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
@@ -341,13 +348,29 @@ cuda::LaunchOptions Op::Impl::LaunchOptionsFor(const Variant& v) const {
   return options;
 }
 
-absl::Status Op::Impl::Launch(Variant& v, CUstream stream, CUdeviceptr b, CUdeviceptr in_place) {
+CUdeviceptr Op::Impl::TraceRecords(Variant& v, int64_t m, CUstream stream,
+                                   const cuda::LaunchOptions& o) {
+  if (trace == nullptr) return 0;
+  // A captured launch would bake one slot's address into the graph: replays are not traced.
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (api().cuStreamIsCapturing(stream, &capturing) != CUDA_SUCCESS ||
+      capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return 0;
+  }
+  absl::StatusOr<cuda::OverlapRuntime::Geometry> geo = rt->GridOf(*v.binding.gemm, o);
+  if (!geo.ok()) return 0;
+  return trace->Next(geo->ctas, geo->comm_ctas, v.path.bucket_m, m);
+}
+
+absl::Status Op::Impl::Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b,
+                              CUdeviceptr in_place) {
   cuda::LaunchOptions options = v.options;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
   if (v.path.fused) {
     options.local_operands = gemm_operands;
+    options.cta_trace = TraceRecords(v, m, stream, options);
     return rt->Launch(*v.binding.gemm, stream, options);
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
@@ -368,6 +391,11 @@ Op::Impl::~Impl() {
   // Fails only without a retained context, when there is nothing to wait for.
   if (!rt->group().context().MakeCurrent().ok()) return;
   CU_LOG_IF_ERROR(api().cuCtxSynchronize());
+  if (trace != nullptr) {
+    if (absl::Status written = trace->Write(); !written.ok()) {
+      std::fprintf(stderr, "syncopate: op trace: %s\n", std::string(written.message()).c_str());
+    }
+  }
 }
 
 absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
@@ -389,7 +417,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
       const CUdeviceptr c_in_place = InPlace(v, args.m, args.c, args.m * c_row, args.b);
-      RETURN_IF_ERROR(Launch(v, stream, args.b, c_in_place));
+      RETURN_IF_ERROR(Launch(v, args.m, stream, args.b, c_in_place));
       if (c_in_place == 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, args.c, rows, c_padded.get(), slab, world, rows, c_row, stream));
@@ -407,7 +435,7 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
         RETURN_IF_ERROR(
             CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
       }
-      RETURN_IF_ERROR(Launch(v, stream, args.b, a_in_place));
+      RETURN_IF_ERROR(Launch(v, args.m, stream, args.b, a_in_place));
       if (config.kind == OpKind::kMatmulReduceScatter) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
         return absl::OkStatus();
@@ -457,6 +485,10 @@ Result<std::unique_ptr<Op>> Op::Create(const GroupConfig& group, const OpConfig&
           absl::StrCat("GPU ", group.device, " has compute capability ", cc / 10, ".", cc % 10,
                        "; the ops need ", kMinComputeCapability / 10, ".0 or newer"));
     }
+    ASSIGN_OR_RETURN(impl->trace,
+                     LaunchTrace::FromEnvironment(
+                         impl->api(), absl::StrCat(group.job, "_", OpKindName(config.kind), "_rank",
+                                                   group.rank)));
     RETURN_IF_ERROR(impl->ApplyMeasuredPaths(cc));
     RETURN_IF_ERROR(impl->CheckRanksAgree());
     RETURN_IF_ERROR(impl->AllocateWorkspace());

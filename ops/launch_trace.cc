@@ -1,0 +1,59 @@
+#include "ops/launch_trace.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+
+namespace syncopate::ops {
+namespace {
+
+constexpr size_t kWordsPerCta = 4;
+constexpr size_t kSlotBytes = sizeof(uint64_t) * kWordsPerCta * LaunchTrace::kMaxCtas;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LaunchTrace>> LaunchTrace::FromEnvironment(
+    const cuda::DriverApi& api, std::string file_stem) {
+  const char* dir = std::getenv("SYNCOPATE_OPS_TRACE_DIR");
+  if (dir == nullptr || *dir == '\0') return nullptr;
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer records,
+                   cuda::DeviceBuffer::Allocate(api, kSlots * kSlotBytes));
+  std::string path = absl::StrCat(dir, "/", file_stem, ".csv");
+  return std::unique_ptr<LaunchTrace>(new LaunchTrace(api, std::move(path), std::move(records)));
+}
+
+CUdeviceptr LaunchTrace::Next(int ctas, int comm_ctas, int64_t bucket_m, int64_t m) {
+  if (ctas <= 0 || ctas > kMaxCtas) return 0;
+  const int index = static_cast<int>(launches_ % kSlots);
+  slots_[index] =
+      Slot{.launch = launches_, .ctas = ctas, .comm_ctas = comm_ctas, .bucket_m = bucket_m, .m = m};
+  ++launches_;
+  return records_.get() + index * kSlotBytes;
+}
+
+absl::Status LaunchTrace::Write() const {
+  std::ofstream out(path_);
+  out << "launch,bucket_m,m,cta,comm,smid,start_ns,end_ns,wait_ns,waits\n";
+  std::vector<uint64_t> rec(kWordsPerCta * kMaxCtas);
+  for (int64_t i = 0; i < kSlots; ++i) {
+    // Oldest first: the ring's next slot holds the oldest launch once it has wrapped.
+    const int index = static_cast<int>((launches_ + i) % kSlots);
+    const Slot& s = slots_[index];
+    if (s.launch < 0) continue;
+    const size_t bytes = sizeof(uint64_t) * kWordsPerCta * s.ctas;
+    CU_RETURN_IF_ERROR(api_->cuMemcpyDtoH(rec.data(), records_.get() + index * kSlotBytes, bytes));
+    for (int b = 0; b < s.ctas; ++b) {
+      const uint64_t* r = &rec[kWordsPerCta * b];
+      out << s.launch << ',' << s.bucket_m << ',' << s.m << ',' << b << ','
+          << (b < s.comm_ctas ? 1 : 0) << ',' << (r[3] >> 32) << ',' << r[0] << ',' << r[1] << ','
+          << r[2] << ',' << (r[3] & 0xffffffffu) << '\n';
+    }
+  }
+  if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", path_));
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::ops
