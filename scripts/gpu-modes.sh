@@ -20,6 +20,12 @@ mps_stop() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 }
 trap mps_stop EXIT
+# After a step cut by `timeout`: its MPS daemon (started in a session of its own) may outlive it.
+# By full command line: a process name is cut at 15 characters, which `pkill -x` would never match.
+mps_kill_strays() {
+  pkill -f '^nvidia-cuda-mps-(control|server)'
+  sleep 1
+}
 # in_mode MODE COMMAND...: the command with the mode's environment (MPS started around it).
 in_mode() {
   local mode=$1; shift

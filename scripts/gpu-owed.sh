@@ -15,6 +15,10 @@
 #   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
 #   protocol_mps_1  the launch-protocol suite under MPS at 1; protocol_<ts|mps>_<c> any mode
+#                   (at 32 it ran 2-3x longer than at 8 on 2026-12-07: about half of it in 180 s)
+#   ar_join         the ops' AllReduce first run after a line-up, traced, joined CTAs' peer wait
+#                   200 against 2000 us (bench/ops/ar_first_run_ab.sh)
+#   trace_test      ops_gpu_test's OpsTraceGpuTest under MPS at 8 (fixed after its first GPU run)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz).
@@ -28,10 +32,10 @@ export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
-declare -A needs=([ops_mps_8]=130 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
-                  [ops_ts_8]=150 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
-                  [ops_ts_1]=150 [ops_ts_32]=150 [protocol_mps_32]=140 [protocol_ts_8]=80
-                  [protocol_ts_32]=80)
+declare -A needs=([ops_mps_8]=155 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
+                  [ops_ts_8]=260 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
+                  [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=400 [protocol_ts_8]=200
+                  [protocol_ts_32]=400 [ar_join]=150 [trace_test]=20)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -44,7 +48,7 @@ run_step() {  # run_step NAME LIMIT
       local rc=$?
       # Cut by the timeout: its MPS daemon (started in a session of its own) may outlive it.
       if ((rc == 124)); then
-        pkill -x nvidia-cuda-mps-control; pkill -x nvidia-cuda-mps-server; sleep 1
+        mps_kill_strays
       fi
       [[ -f $final_out/ops/logs.tgz ]] && mv "$final_out/ops/logs.tgz" "$final_out/ops_logs.tgz"
       rm -rf "$final_out/ops"
@@ -56,13 +60,24 @@ run_step() {  # run_step NAME LIMIT
         timeout "$limit" bash bench/multigpu/rs_plans_ab.sh
       local rc=$?
       if ((rc == 124)); then
-        pkill -x nvidia-cuda-mps-control; pkill -x nvidia-cuda-mps-server; sleep 1
+        mps_kill_strays
       fi
       [[ -f $final_out/push/logs.tgz ]] && mv "$final_out/push/logs.tgz" "$final_out/push_logs.tgz"
       [[ -f $final_out/push/concurrent_rows.csv ]] &&
         mv "$final_out/push/concurrent_rows.csv" "$final_out/push_rows.csv"
       rm -rf "$final_out/push"
       return $rc
+      ;;
+    ar_join)
+      OUT=$final_out timeout "$limit" bash bench/ops/ar_first_run_ab.sh
+      local rc=$?
+      if ((rc == 124)); then
+        mps_kill_strays
+      fi
+      return $rc
+      ;;
+    trace_test)
+      STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" --gtest_filter='OpsTraceGpuTest.*'
       ;;
     ops_*)  # 1,000 capture replays under MPS, 100 time-sliced (each replay is a whole slice)
       local mode=${name#ops_} replays=1000
@@ -77,13 +92,13 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-for name in ${STEPS:-ops_mps_8 protocol_ts_8 protocol_ts_32 ops_ts_8 ops_vs_torch push_ab}; do
+for name in ${STEPS:-trace_test ar_join protocol_ts_32 protocol_mps_32}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
   run_step "$name" "$l" >"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - s)) s"
-  if [[ $name == ops_vs_torch || $name == push_ab ]]; then
+  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_join ]]; then
     cat "$out/$name.log"
   else
     summary "$out/$name.log"
