@@ -16,7 +16,7 @@ constexpr size_t kSlotBytes = sizeof(uint64_t) * kWordsPerCta * LaunchTrace::kMa
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LaunchTrace>> LaunchTrace::FromEnvironment(
-    const cuda::DriverApi& api, std::string file_stem) {
+    const cuda::DriverApi& api, const std::string& file_stem) {
   const char* dir = std::getenv("SYNCOPATE_OPS_TRACE_DIR");
   if (dir == nullptr || *dir == '\0') return nullptr;
   ASSIGN_OR_RETURN(cuda::DeviceBuffer records,

@@ -27,7 +27,7 @@ class LaunchTrace {
 
   // Null (and no error) when SYNCOPATE_OPS_TRACE_DIR is unset or empty.
   static absl::StatusOr<std::unique_ptr<LaunchTrace>> FromEnvironment(const cuda::DriverApi& api,
-                                                                      std::string file_stem);
+                                                                      const std::string& file_stem);
 
   // Device memory for the records of the next launch of `ctas` CTAs (the first `comm_ctas` of
   // them comm CTAs) at this bucket and M, or 0 where it is not traced (too large a grid).

@@ -45,8 +45,9 @@ absl::StatusOr<std::vector<Row>> ReadTrace(const std::string& path) {
   while (std::getline(in, line)) {
     std::vector<std::string> f = absl::StrSplit(line, ',');
     if (f.size() != 10) return absl::InternalError(absl::StrCat(path, ": row ", line));
-    std::vector<int64_t> v;
-    for (const std::string& s : f) v.push_back(std::stoll(s));
+    std::vector<int64_t> v(f.size());
+    std::transform(f.begin(), f.end(), v.begin(),
+                   [](const std::string& s) { return std::stoll(s); });
     rows.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]});
   }
   return rows;
