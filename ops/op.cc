@@ -52,6 +52,17 @@ bool InPlaceAllowed() {
   return knob == nullptr || std::strcmp(knob, "0") != 0;
 }
 
+// SYNCOPATE_OPS_COMPUTE_CTAS=N (a developer knob, for A/B runs): a fused kernel's compute CTAs,
+// instead of every slot the comm CTAs leave (LaunchOptions::compute_ctas). With ranks sharing a
+// GPU, a grid that leaves slots free shows whether CTAs that start late (one rank's last few,
+// seen in first runs after idle: bench/RESULTS.md, nineteenth session) shift the ranks' phases.
+int ComputeCtasKnob() {
+  const char* knob = std::getenv("SYNCOPATE_OPS_COMPUTE_CTAS");
+  if (knob == nullptr) return 0;
+  const int n = std::atoi(knob);
+  return n > 0 ? n : 0;
+}
+
 cuda::Backend RuntimeBackend(Backend backend) {
   return backend == Backend::kCopyEngine ? cuda::Backend::kCopyEngine : cuda::Backend::kSm;
 }
@@ -339,6 +350,7 @@ cuda::LaunchOptions Op::Impl::LaunchOptionsFor(const Variant& v) const {
   // and a counter would only make its comm CTAs join a compute deal it does not have.
   if (v.path.fused) {
     options.dynamic_tiles = true;
+    options.compute_ctas = ComputeCtasKnob();
     return options;
   }
   // The transfers run alone here: more comm CTAs than a fused kernel spares the GEMM, as many
