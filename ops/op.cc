@@ -168,12 +168,7 @@ struct Op::Impl {
 // caller left to the heuristic.
 absl::Status Op::Impl::ApplyMeasuredPaths(int cc) {
   if (config.cache_dir.empty() || config.path != PathPreference::kAuto) return absl::OkStatus();
-  const OpTuningKey key{.kind = config.kind,
-                        .arch = cuda::ArchFor(cc),
-                        .dtype = config.dtype,
-                        .world = group.world,
-                        .n = config.n,
-                        .k = config.k};
+  const OpTuningKey key = OpTuningKeyFor(config, group.world, cuda::ArchFor(cc));
   ASSIGN_OR_RETURN(std::vector<MeasuredBucket> measured, LookupOpTuning(config.cache_dir, key));
   config = WithMeasuredPaths(config, group.world, measured, OpTuningPath(config.cache_dir, key));
   return absl::OkStatus();

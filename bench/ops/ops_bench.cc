@@ -359,12 +359,7 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
   CU_RETURN_IF_ERROR(
       api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
   const OpConfig config = OpConfigFor(b);
-  const OpTuningKey key{.kind = config.kind,
-                        .arch = cuda::ArchFor(major * 10 + minor),
-                        .dtype = config.dtype,
-                        .world = b.world,
-                        .n = b.n,
-                        .k = b.k};
+  const OpTuningKey key = OpTuningKeyFor(config, b.world, cuda::ArchFor(major * 10 + minor));
   RETURN_IF_ERROR(StoreOpTuning(b.cache_dir, key, best));
   std::printf("stored %s\n", OpTuningPath(b.cache_dir, key).c_str());
   return absl::OkStatus();

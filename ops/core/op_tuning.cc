@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -57,9 +58,20 @@ absl::StatusOr<MeasuredBucket> ParseBucketLine(const std::vector<absl::string_vi
 
 }  // namespace
 
+OpTuningKey OpTuningKeyFor(const OpConfig& config, int world, std::string arch) {
+  return {.kind = config.kind,
+          .arch = std::move(arch),
+          .dtype = config.dtype,
+          .world = world,
+          .n = config.n,
+          .k = config.k,
+          .tile_parts = config.tile_parts && config.kind == OpKind::kMatmulReduceScatter};
+}
+
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {
   return absl::StrCat(cache_dir, "/tuning/op.", OpKindName(key.kind), ".", key.arch, ".",
-                      DTypeText(key.dtype), ".w", key.world, ".", key.n, "x", key.k, ".tune");
+                      DTypeText(key.dtype), ".w", key.world, ".", key.n, "x", key.k,
+                      key.tile_parts ? ".parts" : "", ".tune");
 }
 
 absl::Status StoreOpTuning(const std::string& cache_dir, const OpTuningKey& key,

@@ -1,5 +1,5 @@
 // Measured per-bucket paths of an op, persisted next to the kernel cache's GEMM tuning table:
-// <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>.tune, written by
+// <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>[.parts].tune, written by
 // `ops_bench --tune` and read by Op::Create (when OpConfig::path is kAuto), which turns each
 // entry into an OpConfig::bucket_paths entry for the buckets the caller did not set. Every rank
 // of a node reads the same file, so the ranks agree. No CUDA.
@@ -29,7 +29,13 @@ struct OpTuningKey {
   DType dtype = DType::kBF16;
   int world = 1;
   int64_t n = 0, k = 0;
+  // A ReduceScatter measured with tile parts (OpConfig::tile_parts): its fused variants ran with
+  // them, so its table is apart from one measured with whole chunks (".parts" in the file name).
+  bool tile_parts = false;
 };
+
+// The key of `config`'s op at `world` ranks on an `arch` GPU; tile_parts only where it applies.
+OpTuningKey OpTuningKeyFor(const OpConfig& config, int world, std::string arch);
 
 struct MeasuredBucket {
   int64_t bucket_m = 0;

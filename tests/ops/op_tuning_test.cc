@@ -64,6 +64,28 @@ TEST_F(OpTuningTest, StoredBucketsReadBackAndAMissingFileIsEmpty) {
   EXPECT_TRUE(LookupOpTuning(dir_, other)->empty());
 }
 
+// A ReduceScatter's table measured with tile parts is not one measured with whole chunks; the
+// other ops have no parts, so the config's tile_parts does not enter their key.
+TEST_F(OpTuningTest, TilePartsKeepAReduceScattersTableApart) {
+  OpConfig rs = Config();
+  rs.kind = OpKind::kMatmulReduceScatter;
+  rs.tile_parts = true;
+  const OpTuningKey parts = OpTuningKeyFor(rs, 2, "sm_90a");
+  EXPECT_TRUE(parts.tile_parts);
+  EXPECT_THAT(OpTuningPath(dir_, parts), HasSubstr("w2.7168x4096.parts.tune"));
+  rs.tile_parts = false;
+  const OpTuningKey whole = OpTuningKeyFor(rs, 2, "sm_90a");
+  EXPECT_NE(OpTuningPath(dir_, parts), OpTuningPath(dir_, whole));
+  ASSERT_TRUE(StoreOpTuning(dir_, parts, {Bucket(8192, true, Backend::kSm, 1, 1.2, 1.5)}).ok());
+  EXPECT_EQ(LookupOpTuning(dir_, parts)->size(), 1u);
+  EXPECT_TRUE(LookupOpTuning(dir_, whole)->empty());
+  OpConfig ar = Config();
+  ar.kind = OpKind::kMatmulAllReduce;
+  ar.tile_parts = true;
+  EXPECT_FALSE(OpTuningKeyFor(ar, 2, "sm_90a").tile_parts);
+  EXPECT_EQ(OpTuningKeyFor(ar, 2, "sm_90a").n, 7168);
+}
+
 TEST_F(OpTuningTest, AMalformedFileIsNamedWithItsLine) {
   const std::string path = OpTuningPath(dir_, Key());
   fs::create_directories(fs::path(path).parent_path());
