@@ -21,22 +21,38 @@ absl::StatusOr<std::unique_ptr<LaunchTrace>> LaunchTrace::FromEnvironment(
   if (dir == nullptr || *dir == '\0') return nullptr;
   ASSIGN_OR_RETURN(cuda::DeviceBuffer records,
                    cuda::DeviceBuffer::Allocate(api, kSlots * kSlotBytes));
+  // Zeroed, and complete before any launch on any stream writes a record.
+  CU_RETURN_IF_ERROR(api.cuMemsetD8Async(records.get(), 0, kSlots * kSlotBytes, nullptr));
+  CU_RETURN_IF_ERROR(api.cuStreamSynchronize(nullptr));
   std::string path = absl::StrCat(dir, "/", file_stem, ".csv");
   return std::unique_ptr<LaunchTrace>(new LaunchTrace(api, std::move(path), std::move(records)));
 }
 
-CUdeviceptr LaunchTrace::Next(int ctas, int comm_ctas, int64_t bucket_m, int64_t m) {
+CUdeviceptr LaunchTrace::Next(int ctas, int comm_ctas, int control_ctas, int64_t bucket_m,
+                              int64_t m) {
   if (ctas <= 0 || ctas > kMaxCtas) return 0;
   const int index = static_cast<int>(launches_ % kSlots);
-  slots_[index] =
-      Slot{.launch = launches_, .ctas = ctas, .comm_ctas = comm_ctas, .bucket_m = bucket_m, .m = m};
+  slots_[index] = Slot{.launch = launches_,
+                       .ctas = ctas,
+                       .comm_ctas = comm_ctas,
+                       .control_ctas = control_ctas,
+                       .bucket_m = bucket_m,
+                       .m = m};
   ++launches_;
   return records_.get() + index * kSlotBytes;
 }
 
+void LaunchTrace::DropLast() {
+  if (launches_ == 0) return;
+  --launches_;
+  slots_[static_cast<int>(launches_ % kSlots)] = Slot{};
+}
+
 absl::Status LaunchTrace::Write() const {
+  // An op that never launched (a Create that failed) leaves no file, nor replaces one.
+  if (launches_ == 0) return absl::OkStatus();
   std::ofstream out(path_);
-  out << "launch,bucket_m,m,cta,comm,smid,start_ns,end_ns,wait_ns,waits\n";
+  out << "launch,bucket_m,m,cta,comm,control,smid,start_ns,end_ns,wait_ns,waits\n";
   std::vector<uint64_t> rec(kWordsPerCta * kMaxCtas);
   for (int64_t i = 0; i < kSlots; ++i) {
     // Oldest first: the ring's next slot holds the oldest launch once it has wrapped.
@@ -47,9 +63,11 @@ absl::Status LaunchTrace::Write() const {
     CU_RETURN_IF_ERROR(api_->cuMemcpyDtoH(rec.data(), records_.get() + index * kSlotBytes, bytes));
     for (int b = 0; b < s.ctas; ++b) {
       const uint64_t* r = &rec[kWordsPerCta * b];
-      out << s.launch << ',' << s.bucket_m << ',' << s.m << ',' << b << ','
-          << (b < s.comm_ctas ? 1 : 0) << ',' << (r[3] >> 32) << ',' << r[0] << ',' << r[1] << ','
-          << r[2] << ',' << (r[3] & 0xffffffffu) << '\n';
+      const bool comm = b < s.comm_ctas;
+      const bool control = !comm && b < s.comm_ctas + s.control_ctas;
+      out << s.launch << ',' << s.bucket_m << ',' << s.m << ',' << b << ',' << (comm ? 1 : 0) << ','
+          << (control ? 1 : 0) << ',' << (r[3] >> 32) << ',' << r[0] << ',' << r[1] << ',' << r[2]
+          << ',' << (r[3] & 0xffffffffu) << '\n';
     }
   }
   if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", path_));

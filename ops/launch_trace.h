@@ -30,16 +30,19 @@ class LaunchTrace {
                                                                       const std::string& file_stem);
 
   // Device memory for the records of the next launch of `ctas` CTAs (the first `comm_ctas` of
-  // them comm CTAs) at this bucket and M, or 0 where it is not traced (too large a grid).
-  CUdeviceptr Next(int ctas, int comm_ctas, int64_t bucket_m, int64_t m);
+  // them comm CTAs, then `control_ctas` control CTAs) at this bucket and M, or 0 where it is not
+  // traced (too large a grid).
+  CUdeviceptr Next(int ctas, int comm_ctas, int control_ctas, int64_t bucket_m, int64_t m);
+  // The launch Next was last called for did not happen: its slot is freed.
+  void DropLast();
 
-  // Writes the kept launches, oldest first. Only once the launches have ended.
+  // Writes the kept launches, oldest first, where there was any. Only once they have ended.
   absl::Status Write() const;
 
  private:
   struct Slot {
     int64_t launch = -1;  // which launch of this op (0-based); -1: empty
-    int ctas = 0, comm_ctas = 0;
+    int ctas = 0, comm_ctas = 0, control_ctas = 0;
     int64_t bucket_m = 0, m = 0;
   };
   LaunchTrace(const cuda::DriverApi& api, std::string path, cuda::DeviceBuffer records)
@@ -47,7 +50,7 @@ class LaunchTrace {
 
   const cuda::DriverApi* api_;
   std::string path_;
-  cuda::DeviceBuffer records_;  // kSlots x kMaxCtas x 4 u64
+  cuda::DeviceBuffer records_;  // kSlots x kMaxCtas x 4 u64, zeroed: a CTA that never ran shows 0
   std::vector<Slot> slots_;
   int64_t launches_ = 0;
 };

@@ -366,7 +366,7 @@ CUdeviceptr Op::Impl::TraceRecords(Variant& v, int64_t m, CUstream stream,
   }
   absl::StatusOr<cuda::OverlapRuntime::Geometry> geo = rt->GridOf(*v.binding.gemm, o);
   if (!geo.ok()) return 0;
-  return trace->Next(geo->ctas, geo->comm_ctas, v.path.bucket_m, m);
+  return trace->Next(geo->ctas, geo->comm_ctas, geo->control_ctas, v.path.bucket_m, m);
 }
 
 absl::Status Op::Impl::Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b,
@@ -378,7 +378,9 @@ absl::Status Op::Impl::Launch(Variant& v, int64_t m, CUstream stream, CUdevicept
   if (v.path.fused) {
     options.local_operands = gemm_operands;
     options.cta_trace = TraceRecords(v, m, stream, options);
-    return rt->Launch(*v.binding.gemm, stream, options);
+    absl::Status launched = rt->Launch(*v.binding.gemm, stream, options);
+    if (!launched.ok() && options.cta_trace != 0) trace->DropLast();
+    return launched;
   }
   const cuda::LocalLaunchOptions local{.operands = gemm_operands, .dynamic_tiles = true};
   // Unfused: the gather before the GEMM reads it; the GEMM's partials before they are reduced.

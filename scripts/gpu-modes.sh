@@ -23,7 +23,7 @@ trap mps_stop EXIT
 # After a step cut by `timeout`: its MPS daemon (started in a session of its own) may outlive it.
 # By full command line: a process name is cut at 15 characters, which `pkill -x` would never match.
 mps_kill_strays() {
-  pkill -f '^nvidia-cuda-mps-(control|server)'
+  pkill -f '(^|/)nvidia-cuda-mps-(control|server)( |$)'
   sleep 1
 }
 # in_mode MODE COMMAND...: the command with the mode's environment (MPS started around it).

@@ -28,10 +28,15 @@ def read(path):
 
 
 def describe(ctas):
+    ran = [c for c in ctas if c["start_ns"] != 0]  # records start zeroed: 0 never ran
+    if len(ran) < len(ctas):
+        print(f"note: launch {ctas[0]['launch']}: {len(ctas) - len(ran)} CTAs left no record",
+              file=sys.stderr)
+    ctas = ran
     starts = sorted(c["start_ns"] for c in ctas)
     start, end = starts[0], max(c["end_ns"] for c in ctas)
     comm = [c for c in ctas if c["comm"]]
-    compute = [c for c in ctas if not c["comm"]]
+    compute = [c for c in ctas if not c["comm"] and not c.get("control", 0)]
     def max_wait(group):
         return max((c["wait_ns"] for c in group), default=0) / 1e6
     return {
@@ -65,6 +70,8 @@ def main():
         launches = read(path)
         rows, previous_end = {}, None
         for launch in sorted(launches):
+            if not any(c["start_ns"] for c in launches[launch]):
+                continue  # a launch none of whose CTAs wrote a record
             d = describe(launches[launch])
             d["gap"] = (d["start"] - previous_end) / 1e6 if previous_end is not None else float("nan")
             previous_end = d["end"]

@@ -426,7 +426,8 @@ absl::Status OverlapRuntime::PrepareLaunch(BoundKernel& bound, const LaunchOptio
 absl::StatusOr<OverlapRuntime::Geometry> OverlapRuntime::GridOf(BoundKernel& bound,
                                                                  const LaunchOptions& options) {
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
-  return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas)};
+  return Geometry{static_cast<int>(l->grid[0]), static_cast<int>(l->num_comm_ctas),
+                  static_cast<int>(l->num_control_ctas)};
 }
 
 void OverlapRuntime::SizeTransfersAlone(const FusedKernel& k, LaunchOptions& options) const {

@@ -277,6 +277,7 @@ class OverlapRuntime {
   struct Geometry {
     int ctas = 0;
     int comm_ctas = 0;
+    int control_ctas = 0;  // after the comm CTAs (a copy-engine launch's gates and tails)
   };
   absl::StatusOr<Geometry> GridOf(BoundKernel& bound, const LaunchOptions& options);
   // Sizes the grid of a launch of `kernel` that moves chunks and computes nothing (an unfused

@@ -1,5 +1,5 @@
 // SYNCOPATE_OPS_TRACE_DIR (ops/launch_trace.h): an op's direct fused launches leave per-CTA
-// timelines in <dir>/<job>_<kind>_rank<r>.csv when the op is destroyed; captured ones do not.
+// timelines in <dir>/<job>_<kind>_rank<r>.csv when the op is destroyed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ namespace {
 constexpr int kDirectRuns = 3;
 
 struct Row {
-  int64_t launch, bucket_m, m, cta, comm, smid, start, end, wait, waits;
+  int64_t launch, bucket_m, m, cta, comm, control, smid, start, end, wait, waits;
 };
 
 absl::StatusOr<std::vector<Row>> ReadTrace(const std::string& path) {
@@ -38,17 +38,17 @@ absl::StatusOr<std::vector<Row>> ReadTrace(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("no trace at ", path));
   std::string line;
   std::getline(in, line);
-  if (line != "launch,bucket_m,m,cta,comm,smid,start_ns,end_ns,wait_ns,waits") {
+  if (line != "launch,bucket_m,m,cta,comm,control,smid,start_ns,end_ns,wait_ns,waits") {
     return absl::InternalError(absl::StrCat(path, ": header ", line));
   }
   std::vector<Row> rows;
   while (std::getline(in, line)) {
     std::vector<std::string> f = absl::StrSplit(line, ',');
-    if (f.size() != 10) return absl::InternalError(absl::StrCat(path, ": row ", line));
+    if (f.size() != 11) return absl::InternalError(absl::StrCat(path, ": row ", line));
     std::vector<int64_t> v(f.size());
     std::transform(f.begin(), f.end(), v.begin(),
                    [](const std::string& s) { return std::stoll(s); });
-    rows.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]});
+    rows.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]});
   }
   return rows;
 }
@@ -91,7 +91,8 @@ absl::Status RunTraced(const Case& c, const std::string& job, int rank) {
       if (r.bucket_m != kMaxM || r.m != kMaxM) {
         return absl::InternalError(absl::StrCat("launch ", launch, ": bucket ", r.bucket_m));
       }
-      // Every CTA ran: it stamped its entry and its exit, exit after entry.
+      // Every CTA ran: it stamped its entry and its exit (the records start zeroed), exit after
+      // entry.
       if (r.start <= 0 || r.end < r.start) {
         return absl::InternalError(
             absl::StrCat("launch ", launch, " CTA ", r.cta, ": start ", r.start, ", end ", r.end));
