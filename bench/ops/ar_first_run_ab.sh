@@ -7,6 +7,9 @@
 # impl/pieces.cuh; 200 is the default) and the fused kernel's compute CTAs
 # (SYNCOPATE_OPS_COMPUTE_CTAS; 0: every slot, 64 at 50% of an H100's or H200's SMs). 2 ranks as
 # MPS clients at 50% each, connections 8, MODEL "hidden,ffn" (default LLaMA-3.1-70B), M=8192.
+# The kernels of another peer wait can be compiled on the build host too, beside the default's:
+#   SYNCOPATE_NVRTC_OPTIONS=-DSYNCOPATE_JOIN_PEER_WAIT_US=2000 MODELS=llama3.1-70b:8192,28672 \
+#     FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh
 #
 # Why (bench/RESULTS.md, nineteenth session): after a line-up one rank's kernel gets about 6 of
 # its 66 CTAs only when the peer's compute CTAs leave, so its GEMM ends about 0.25 ms after the

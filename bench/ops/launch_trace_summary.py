@@ -39,6 +39,10 @@ def describe(ctas):
     compute = [c for c in ctas if not c["comm"] and not c.get("control", 0)]
     def max_wait(group):
         return max((c["wait_ns"] for c in group), default=0) / 1e6
+    # Late: started after a tenth of the launch had passed (not resident at its start: seen in
+    # first runs after idle, when one rank's last CTAs waited for the peer's to leave).
+    late = sum(1 for s in starts if s - start > (end - start) / 10)
+    compute_end = statistics.median(c["end_ns"] for c in compute) if compute else end
     return {
         "bucket_m": ctas[0]["bucket_m"], "m": ctas[0]["m"], "start": start, "end": end,
         "ms": (end - start) / 1e6,
@@ -47,11 +51,15 @@ def describe(ctas):
         "comm_wait": max_wait(comm), "compute_wait": max_wait(compute),
         "compute_end_spread": (max(c["end_ns"] for c in compute) -
                                min(c["end_ns"] for c in compute)) / 1e6 if compute else 0.0,
+        "late_ctas": late,
+        # How long the comm CTAs ran on after the compute CTAs' median end: the transfers left
+        # to them alone.
+        "comm_tail": (max(c["end_ns"] for c in comm) - compute_end) / 1e6 if comm else 0.0,
     }
 
 
-COLUMNS = ["ms", "gap", "skew", "spread_p90", "spread_max", "comm_wait", "compute_wait",
-           "compute_end_spread"]
+COLUMNS = ["ms", "gap", "skew", "spread_p90", "spread_max", "late_ctas", "comm_tail", "comm_wait",
+           "compute_wait", "compute_end_spread"]
 
 
 def main():
@@ -87,14 +95,18 @@ def main():
             for n in names:
                 if launch in per_file[n]:
                     per_file[n][launch]["skew"] = (per_file[n][launch]["start"] - min(starts)) / 1e6
-    print("file,kind_of_launch,bucket_m,launches," + ",".join(COLUMNS) + "  # medians, ms")
+    ranks_of = {n: names for names in by_op.values() for n in names}
+    print("file,kind_of_launch,bucket_m,launches," + ",".join(COLUMNS) +
+          "  # medians, ms (late_ctas a count); +late: some rank of the op had late CTAs")
     for name, rows in per_file.items():
         groups = collections.defaultdict(list)
-        for d in rows.values():
+        for launch, d in rows.items():
             if d["gap"] != d["gap"]:
                 continue  # the first launch kept: no launch before it to compare
             kind = "after_idle" if d["gap"] > a.idle_ms else "back_to_back"
-            groups[(kind, d["bucket_m"])].append(d)
+            # Whether some rank of the op started CTAs late in this launch.
+            late = any(per_file[n].get(launch, {}).get("late_ctas", 0) for n in ranks_of[name])
+            groups[(kind + ("+late" if late else ""), d["bucket_m"])].append(d)
         for (kind, bucket), ds in sorted(groups.items()):
             med = [statistics.median(d[c] for d in ds) for c in COLUMNS]
             print(f"{name},{kind},{bucket},{len(ds)}," + ",".join(f"{v:.3f}" for v in med))
