@@ -74,6 +74,18 @@ static_assert(SYNCOPATE_JOIN_PEER_WAIT_US >= 0, "SYNCOPATE_JOIN_PEER_WAIT_US mus
 constexpr unsigned long long kJoinPeerWaitNs =
     static_cast<unsigned long long>(SYNCOPATE_JOIN_PEER_WAIT_US) * 1000ull;
 
+// -DSYNCOPATE_JOIN_STAY_EVERY=N (SYNCOPATE_NVRTC_OPTIONS; 0, the default, off): every Nth
+// compute CTA, once joined, waits for peers' steps past kJoinPeerWaitNs (to the launch's
+// deadline, as any wait), so a peer that runs late finds more than the comm CTAs to move what
+// is left. Why (bench/RESULTS.md, nineteenth session): an AllReduce whose peer ended its GEMM
+// about 0.25 ms later had every joined CTA gone after 200 us and its 2 comm CTAs moving the
+// rest alone, 2.3-2.9 ms. Only a fraction stays, so a peer whose CTAs wait for slots (ranks
+// sharing a GPU, NextJoinableStep says why) still gets the others' SMs.
+#ifndef SYNCOPATE_JOIN_STAY_EVERY
+#define SYNCOPATE_JOIN_STAY_EVERY 0
+#endif
+static_assert(SYNCOPATE_JOIN_STAY_EVERY >= 0, "SYNCOPATE_JOIN_STAY_EVERY must not be negative");
+
 namespace detail {
 
 // Thread 0 only. True when every plan dependency of `op` is met (signals, possibly a peer's);
@@ -230,10 +242,17 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
 // complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
-// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default), and
-// leaves instead: with ranks sharing one GPU, a peer's CTAs may need the very slots the joined CTAs
-// of every rank hold (seen: 4 ranks at 50% of the SMs each deadlocked on a guard until the
-// deadline), and the comm CTAs move such steps anyway.
+// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default;
+// a CTA that StaysForPeers does, to the deadline), and leaves instead: with ranks sharing one GPU,
+// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at 50% of
+// the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such steps anyway.
+// Whether this joined compute CTA stays for peers past kJoinPeerWaitNs (SYNCOPATE_JOIN_STAY_EVERY).
+SYNCOPATE_DEVICE bool StaysForPeers(const FusedLaunchArgs& args) {
+  if (SYNCOPATE_JOIN_STAY_EVERY == 0) return false;
+  const unsigned compute_index = blockIdx.x - args.num_comm_ctas - args.num_control_ctas;
+  return compute_index % static_cast<unsigned>(SYNCOPATE_JOIN_STAY_EVERY) == 0u;
+}
+
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
@@ -245,6 +264,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   if (DeviceAborted(args)) return -2;
   SpinState st;
   unsigned long long peer_wait_since = 0ull;  // when only steps waiting for peers were left
+  const bool stays = StaysForPeers(args);
   for (;;) {
     bool wait_locally = false;
     bool wait_for_peer = false;
@@ -286,12 +306,13 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
         seen = unmet_seen;
       }
     }
-    if (!wait_locally) {
+    if (!wait_locally && !stays) {
       if (!wait_for_peer || kJoinPeerWaitNs == 0ull) return -1;
       const unsigned long long now = GlobalTimerNs();
       if (peer_wait_since == 0ull) peer_wait_since = now;
       if (now - peer_wait_since > kJoinPeerWaitNs) return -1;
     }
+    if (!wait_locally && !wait_for_peer) return -1;  // nothing left to take
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
   }
 }
