@@ -237,15 +237,6 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
   return off[0] == off[Tables::kNumTiles];
 }
 
-// Thread 0 of a joined group: the global index of a step it may take now (the first not fully
-// claimed step of some channel of this rank, dependencies met, the channel's previous step
-// complete), -1 when none is left that it may wait for, -2 when the launch aborted.
-// A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
-// to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
-// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default;
-// a CTA that StaysForPeers does, to the deadline), and leaves instead: with ranks sharing one GPU,
-// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at 50% of
-// the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such steps anyway.
 // Whether this joined compute CTA stays for peers past kJoinPeerWaitNs (SYNCOPATE_JOIN_STAY_EVERY).
 SYNCOPATE_DEVICE bool StaysForPeers(const FusedLaunchArgs& args) {
 #if SYNCOPATE_JOIN_STAY_EVERY == 0  // (a "% 0" even in a dead branch draws a warning)
@@ -257,6 +248,15 @@ SYNCOPATE_DEVICE bool StaysForPeers(const FusedLaunchArgs& args) {
 #endif
 }
 
+// Thread 0 of a joined group: the global index of a step it may take now (the first not fully
+// claimed step of some channel of this rank, dependencies met, the channel's previous step
+// complete), -1 when none is left that it may wait for, -2 when the launch aborted.
+// A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
+// to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
+// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default;
+// a CTA that StaysForPeers does, to the deadline), and leaves instead: with ranks sharing one GPU,
+// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at 50% of
+// the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such steps anyway.
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
