@@ -31,34 +31,24 @@ absl::StatusOr<std::unique_ptr<LaunchTrace>> LaunchTrace::FromEnvironment(
 CUdeviceptr LaunchTrace::Next(int ctas, int comm_ctas, int control_ctas, int64_t bucket_m,
                               int64_t m) {
   if (ctas <= 0 || ctas > kMaxCtas) return 0;
-  const int index = static_cast<int>(launches_ % kSlots);
-  slots_[index] = Slot{.launch = launches_,
-                       .ctas = ctas,
-                       .comm_ctas = comm_ctas,
-                       .control_ctas = control_ctas,
-                       .bucket_m = bucket_m,
-                       .m = m};
-  ++launches_;
+  const int index = ring_.Claim({.ctas = ctas,
+                                 .comm_ctas = comm_ctas,
+                                 .control_ctas = control_ctas,
+                                 .bucket_m = bucket_m,
+                                 .m = m});
   return records_.get() + index * kSlotBytes;
 }
 
-void LaunchTrace::DropLast() {
-  if (launches_ == 0) return;
-  --launches_;
-  slots_[static_cast<int>(launches_ % kSlots)] = Slot{};
-}
+void LaunchTrace::DropLast() { ring_.DropLast(); }
 
 absl::Status LaunchTrace::Write() const {
   // An op that never launched (a Create that failed) leaves no file, nor replaces one.
-  if (launches_ == 0) return absl::OkStatus();
+  if (ring_.launches() == 0) return absl::OkStatus();
   std::ofstream out(path_);
   out << "launch,bucket_m,m,cta,comm,control,smid,start_ns,end_ns,wait_ns,waits\n";
   std::vector<uint64_t> rec(kWordsPerCta * kMaxCtas);
-  for (int64_t i = 0; i < kSlots; ++i) {
-    // Oldest first: the ring's next slot holds the oldest launch once it has wrapped.
-    const int index = static_cast<int>((launches_ + i) % kSlots);
-    const Slot& s = slots_[index];
-    if (s.launch < 0) continue;
+  for (const int index : ring_.OldestFirst()) {
+    const LaunchRecordSlot& s = ring_.slot(index);
     const size_t bytes = sizeof(uint64_t) * kWordsPerCta * s.ctas;
     CU_RETURN_IF_ERROR(api_->cuMemcpyDtoH(rec.data(), records_.get() + index * kSlotBytes, bytes));
     for (int b = 0; b < s.ctas; ++b) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/core/launch_ring.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 
@@ -40,19 +41,13 @@ class LaunchTrace {
   absl::Status Write() const;
 
  private:
-  struct Slot {
-    int64_t launch = -1;  // which launch of this op (0-based); -1: empty
-    int ctas = 0, comm_ctas = 0, control_ctas = 0;
-    int64_t bucket_m = 0, m = 0;
-  };
   LaunchTrace(const cuda::DriverApi& api, std::string path, cuda::DeviceBuffer records)
-      : api_(&api), path_(std::move(path)), records_(std::move(records)), slots_(kSlots) {}
+      : api_(&api), path_(std::move(path)), records_(std::move(records)), ring_(kSlots) {}
 
   const cuda::DriverApi* api_;
   std::string path_;
   cuda::DeviceBuffer records_;  // kSlots x kMaxCtas x 4 u64, zeroed: a CTA that never ran shows 0
-  std::vector<Slot> slots_;
-  int64_t launches_ = 0;
+  LaunchRing ring_;             // which slot holds which launch
 };
 
 }  // namespace syncopate::ops
