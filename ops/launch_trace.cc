@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"

@@ -359,9 +359,8 @@ CUdeviceptr Op::Impl::TraceRecords(Variant& v, int64_t m, CUstream stream,
                                    const cuda::LaunchOptions& o) {
   if (trace == nullptr) return 0;
   // A captured launch would bake one slot's address into the graph: replays are not traced.
-  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (api().cuStreamIsCapturing(stream, &capturing) != CUDA_SUCCESS ||
-      capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (absl::StatusOr<bool> capturing = cuda::StreamIsCapturing(api(), stream);
+      !capturing.ok() || *capturing) {
     return 0;
   }
   absl::StatusOr<cuda::OverlapRuntime::Geometry> geo = rt->GridOf(*v.binding.gemm, o);

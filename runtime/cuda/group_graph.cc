@@ -60,9 +60,8 @@ absl::Status LaunchGraph::Replay(CUstream stream) {
   RETURN_IF_ERROR(g.context_.MakeCurrent());
   // Refused before anything is issued (the group stays usable): the values this replay writes
   // would repeat at every replay of the caller's graph.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+  ASSIGN_OR_RETURN(const bool capturing, StreamIsCapturing(api, stream));
+  if (capturing) {
     return absl::FailedPreconditionError(
         "LaunchGraph::Replay on a stream being captured: launch the fused kernel itself "
         "(OverlapRuntime::Launch) inside the caller's capture instead");

@@ -261,9 +261,8 @@ absl::Status Group::Launch(const KernelLaunch& launch, CUstream stream,
   if (launch.function == nullptr) return absl::InvalidArgumentError("launch has no kernel");
   const DriverApi& api = context_.api();
   RETURN_IF_ERROR(context_.MakeCurrent());
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return IssueCaptured(launch, stream, timeouts);
+  ASSIGN_OR_RETURN(const bool capturing, StreamIsCapturing(api, stream));
+  if (capturing) return IssueCaptured(launch, stream, timeouts);
   const bool device_epoch = DeviceEpoch(launch);
   if (device_epoch) RETURN_IF_ERROR(CheckDeviceCountable(launch));  // refused, not broken
   const uint32_t epoch = NextEpoch(epoch_);

@@ -139,6 +139,12 @@ absl::Status Stream::Synchronize() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> StreamIsCapturing(const DriverApi& api, CUstream stream) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // ---- Event ----
 absl::StatusOr<Event> Event::Create(const DriverApi& api, unsigned flags) {
   Event e;

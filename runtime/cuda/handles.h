@@ -91,6 +91,10 @@ class Stream {
   CUstream stream_ = nullptr;
 };
 
+// Whether work issued to `stream` now goes into a CUDA graph being captured (any capture
+// status but none), rather than running.
+absl::StatusOr<bool> StreamIsCapturing(const DriverApi& api, CUstream stream);
+
 class Event {
  public:
   // CU_EVENT_DISABLE_TIMING by default (cheaper); CU_EVENT_DEFAULT for timing.

@@ -270,9 +270,8 @@ Backend LaunchBackend(const LaunchOptions& options) {
 // One-time work (uploads, module loads) cannot go into a CUDA graph being captured.
 absl::Status RefuseIfCapturing(const DriverApi& api, CUstream stream, absl::string_view what) {
   if (stream == nullptr) return absl::OkStatus();
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  CU_RETURN_IF_ERROR(api.cuStreamIsCapturing(stream, &capture));
-  if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const bool capturing, StreamIsCapturing(api, stream));
+  if (!capturing) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "first ", what,
       " on a stream being captured into a CUDA graph: its one-time setup "
