@@ -16,9 +16,9 @@
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
 #   protocol_mps_1  the launch-protocol suite under MPS at 1; protocol_<ts|mps>_<c> any mode
 #                   (at 32 it ran 2-3x longer than at 8 on 2026-12-07: about half of it in 180 s)
-#   ar_join         the ops' AllReduce first run after a line-up, traced, joined CTAs' peer wait
-#                   200 against 2000 us, 58 compute CTAs, every 4th joined CTA staying
-#                   (bench/ops/ar_first_run_ab.sh)
+#   ar_join         the ops' AllReduce first run after a line-up, traced: the joined CTAs' wait
+#                   following the peers' tile progress (the default) against a fixed 200 and
+#                   2000 us (bench/ops/ar_first_run_ab.sh)
 #   trace_test      ops_gpu_test's OpsTraceGpuTest under MPS at 8 (fixed after its first GPU run)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
@@ -36,7 +36,7 @@ protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMem
 declare -A needs=([ops_mps_8]=155 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
                   [ops_ts_8]=260 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=400 [protocol_ts_8]=200
-                  [protocol_ts_32]=400 [ar_join]=260 [trace_test]=20)
+                  [protocol_ts_32]=400 [ar_join]=80 [trace_test]=20)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }

@@ -12,6 +12,10 @@
 //   drained[kMaxRanks]        drained[q] = e: rank q finished pulling from this rank in launch e;
 //                             a rank that is pulled from ends its launch only after that, so its
 //                             caller may overwrite the source afterwards.
+//   tile_progress             the last tile ticket (+1) a compute CTA of this rank drew, any
+//                             launch: peers' joined CTAs read it to tell a rank still computing
+//                             from one that stopped (launch_abi.h "Tile progress"). Written by
+//                             this rank only; never awaited.
 // Plus, local to a rank (plain device memory): chunk_counters[], chunk_ready[], step_counters[],
 // the device abort word, tile_counter[2] and the epoch-tagged step_claims[] (launch_abi.h,
 // impl/pieces.cuh); and in host-mapped memory (HostWords) the
@@ -35,7 +39,8 @@ constexpr int kChunkCapacity = 1 << 14;  // outgoing chunks per kernel (counters
 constexpr size_t kSignalsOffset = 0;
 constexpr size_t kEnteredOffset = kSignalsOffset + sizeof(uint32_t) * kSignalCapacity;
 constexpr size_t kDrainedOffset = kEnteredOffset + sizeof(uint32_t) * kMaxRanks;
-constexpr size_t kControlBytes = kDrainedOffset + sizeof(uint32_t) * kMaxRanks;
+constexpr size_t kTileProgressOffset = kDrainedOffset + sizeof(uint32_t) * kMaxRanks;
+constexpr size_t kControlBytes = kTileProgressOffset + sizeof(uint32_t);
 
 constexpr int kGateCapacity = 4096;         // gate words: copy-engine steps with a condition
 

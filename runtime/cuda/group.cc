@@ -132,6 +132,11 @@ absl::Status Group::Init() {
                    DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
   CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_entered_table_.get(), table.data(),
                                       sizeof(CUdeviceptr) * world_size()));
+  for (int r = 0; r < world_size(); ++r) table[r] = same_node(r) ? TileProgressWord(r) : 0;
+  ASSIGN_OR_RETURN(tile_progress_table_,
+                   DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
+  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(tile_progress_table_.get(), table.data(),
+                                      sizeof(CUdeviceptr) * world_size()));
   ASSIGN_OR_RETURN(watch_, LaunchWatch::Create(api));
   ASSIGN_OR_RETURN(side_streams_, SideStreams::Create(api));
   RETURN_IF_ERROR(rescue_stream_.Synchronize());

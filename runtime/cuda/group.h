@@ -301,6 +301,9 @@ class Group {
   CUdeviceptr DrainedWord(int owner, int about) const {
     return control_->peer(owner) + kDrainedOffset + sizeof(uint32_t) * about;
   }
+  CUdeviceptr TileProgressWord(int owner) const {
+    return control_->peer(owner) + kTileProgressOffset;
+  }
   CUdeviceptr SignalWord(int owner, int index) const {
     return control_->peer(owner) + kSignalsOffset + sizeof(uint32_t) * index;
   }
@@ -328,6 +331,7 @@ class Group {
   DeviceBuffer step_claims_;        // u64 [kStepCounterCapacity], epoch-tagged (impl/pieces.cuh)
   DeviceBuffer peer_signal_table_;  // u32* [world]
   DeviceBuffer peer_entered_table_;  // u32* [world]: rank q's entered word about this rank
+  DeviceBuffer tile_progress_table_;  // u32* [world]: rank q's tile-progress word
   LaunchWatch watch_;                // host-mapped words, launch-done event, Sync's watch
   Stream rescue_stream_;            // Init's memsets
   SideStreams side_streams_;        // the copy-engine backend's (side_streams.h)

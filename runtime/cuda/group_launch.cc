@@ -39,8 +39,10 @@ FusedLaunchArgs Group::MakeArgs(const KernelLaunch& launch, uint32_t epoch,
   args.step_counters = reinterpret_cast<syncopate_u32*>(StepCountersWord());
   args.step_claims = reinterpret_cast<syncopate_u64*>(step_claims_.get());
   args.cta_trace = reinterpret_cast<syncopate_u64*>(timeouts.cta_trace);
-  args.tile_counter =
-      timeouts.dynamic_tiles ? reinterpret_cast<syncopate_u32*>(TileCounterWords()) : nullptr;
+  if (timeouts.dynamic_tiles) {
+    args.tile_counter = reinterpret_cast<syncopate_u32*>(TileCounterWords());
+    args.tile_progress = reinterpret_cast<syncopate_u32* const*>(tile_progress_table_.get());
+  }
   if (device_epoch) {
     args.launch_epoch = reinterpret_cast<syncopate_u32*>(LaunchEpochWords());
     args.peer_entered = reinterpret_cast<syncopate_u32* const*>(peer_entered_table_.get());

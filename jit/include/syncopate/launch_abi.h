@@ -44,6 +44,11 @@
 //   host) is read only every kHostAbortPollSpins-th spin: polling host memory from many CTAs
 //   takes the GPU's memory system down to a few GB/s for everyone (measured: 790 -> 1.8 GB/s).
 //   An aborting control CTA releases every gate, so no side stream stays blocked.
+// - Tile progress (tile_progress): the thread of a compute CTA that claims tiles stores each
+//   ticket it draws (+1, relaxed) into its rank's tile-progress word, which the rank's peers on
+//   the node read through the same table. Only a hint: a joined CTA waiting for a peer's step
+//   keeps waiting while that peer's word moves, and leaves once it has stood still for
+//   kJoinPeerWaitNs (impl/pieces.cuh). Never awaited, never reset, no ordering.
 #ifndef SYNCOPATE_LAUNCH_ABI_H_
 #define SYNCOPATE_LAUNCH_ABI_H_
 
@@ -62,7 +67,7 @@ typedef int64_t syncopate_i64;
 
 namespace syncopate {
 
-constexpr int kAbiVersion = 5;
+constexpr int kAbiVersion = 6;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxOperands = 8;
 constexpr int kMaxScalars = 8;
@@ -150,6 +155,10 @@ struct FusedLaunchArgs {
   // claimed in that launch, for plans whose transfers wait for tiles (impl/pieces.cuh). Tagged
   // with the epoch, so never reset; start at 0. nullptr: steps split statically.
   syncopate_u64* step_claims;
+  // Device table [world_size]: rank q's tile-progress word (in q's control block; nullptr: q on
+  // another node). nullptr: no tile progress published or read (a static deal, or hand-made
+  // arguments). See "Tile progress" above.
+  syncopate_u32* const* tile_progress;
 };
 
 }  // namespace syncopate

@@ -65,8 +65,9 @@ constexpr long long kMaxTransferPieces = 1024;
 // 1,000; at 4 ranks, M=2048, 0.844 at 0 against 0.710 at 200. The wait stays bounded because a
 // joined CTA may hold a slot a peer's CTAs need when ranks share a GPU (NextJoinableStep says
 // why). The bound holds per step taken: after each step it moves, a joined CTA may wait that
-// long again. Keep N well below the launch's wait deadline: a joined CTA's wait that reaches the
-// deadline records a timeout and aborts the launch like any other wait.
+// long again; and by default it restarts while the peers waited for draw tiles
+// (SYNCOPATE_JOIN_FOLLOWS_PEERS below). Keep N well below the launch's wait deadline: a joined
+// CTA's wait that reaches the deadline records a timeout and aborts the launch like any other wait.
 #ifndef SYNCOPATE_JOIN_PEER_WAIT_US
 #define SYNCOPATE_JOIN_PEER_WAIT_US 200
 #endif
@@ -85,6 +86,21 @@ constexpr unsigned long long kJoinPeerWaitNs =
 #define SYNCOPATE_JOIN_STAY_EVERY 0
 #endif
 static_assert(SYNCOPATE_JOIN_STAY_EVERY >= 0, "SYNCOPATE_JOIN_STAY_EVERY must not be negative");
+
+// -DSYNCOPATE_JOIN_FOLLOWS_PEERS=0 (SYNCOPATE_NVRTC_OPTIONS; 1, the default, on) makes
+// kJoinPeerWaitNs a bound on the whole wait for peers, as before the twentieth session. With 1
+// it bounds a wait in which the peers waited for made no progress: a joined CTA waiting only for
+// peers restarts its clock whenever the tile-progress word (launch_abi.h) of a peer it waits for
+// moves. Why: after a line-up one rank's GEMM ended about 0.25 ms after its peer's, the peer's
+// joined CTAs left after 200 us and its 2 comm CTAs moved the AllReduce's rest alone. Measured
+// (bench/RESULTS.md, twentieth session; H100, 2 ranks as MPS clients at 50%, 70B, M=8192, one
+// call): the first run's kernel 5.95 ms following the peers, 7.61-7.68 with 0, 5.94-5.98 with 0
+// and a fixed 2,000 us; back to back 5.89 ms a run against 5.90 with 0. A fixed bound that long
+// would also hold slots that a peer with no resident CTAs needs (NextJoinableStep); such a peer
+// draws no tickets, so with its word still the joined CTAs leave as before.
+#ifndef SYNCOPATE_JOIN_FOLLOWS_PEERS
+#define SYNCOPATE_JOIN_FOLLOWS_PEERS 1
+#endif
 
 namespace detail {
 
@@ -122,6 +138,20 @@ template <class Tables>
 SYNCOPATE_DEVICE bool StepReady(const FusedLaunchArgs& args, const TransferOp& op,
                                 WaitEntry& blocked, unsigned& seen) {
   return StepDepsMet<Tables>(args, op, blocked, seen) && StepChunkReady(args, op, blocked, seen);
+}
+
+// Thread 0 only. Rank `peer`'s tile-progress word, 0 where it publishes none (another node, a
+// static deal, SYNCOPATE_JOIN_FOLLOWS_PEERS=0).
+SYNCOPATE_DEVICE unsigned PeerTileProgress(const FusedLaunchArgs& args, int peer) {
+#if SYNCOPATE_JOIN_FOLLOWS_PEERS
+  if (args.tile_progress == nullptr || peer < 0 || peer >= args.world_size) return 0u;
+  const unsigned* word = args.tile_progress[peer];
+  return word != nullptr ? LoadRelaxedSys(word) : 0u;
+#else
+  (void)args;
+  (void)peer;
+  return 0u;
+#endif
 }
 
 // Pieces of `op`: one per kTransferPieceBytes of its segments; at least kMinTransferPieces where
@@ -253,8 +283,9 @@ SYNCOPATE_DEVICE bool StaysForPeers(const FusedLaunchArgs& args) {
 // complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
-// peer (a dependency on another rank's signal) beyond kJoinPeerWaitNs (200 us by default;
-// a CTA that StaysForPeers does, to the deadline), and leaves instead: with ranks sharing one GPU,
+// peer (a dependency on another rank's signal) once that peer drew no tile for kJoinPeerWaitNs
+// (200 us by default; SYNCOPATE_JOIN_FOLLOWS_PEERS=0: once it waited that long; a CTA that
+// StaysForPeers waits to the deadline), and leaves instead: with ranks sharing one GPU,
 // a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at 50% of
 // the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such steps anyway.
 template <class Tables>
@@ -267,11 +298,13 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   // the next launch to trip over. Later passes follow a SpinRound, which checks the abort.
   if (DeviceAborted(args)) return -2;
   SpinState st;
-  unsigned long long peer_wait_since = 0ull;  // when only steps waiting for peers were left
+  unsigned long long peer_wait_since = 0ull;  // since when the peers waited for stood still
+  unsigned peers_progress_then = 0u;          // their tile progress (summed) at that time
   const bool stays = StaysForPeers(args);
   for (;;) {
     bool wait_locally = false;
     bool wait_for_peer = false;
+    unsigned peers_progress = 0u;  // tile-progress words of the peers waited for, summed
     WaitEntry blocked{0, 0, -1, -1};
     unsigned seen = 0;
     for (int g = chan_begin; g < chan_end; ++g) {
@@ -301,6 +334,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
           seen = unmet_seen;
         }
         wait_for_peer = true;
+        if (unmet.peer != args.rank) peers_progress += PeerTileProgress(args, unmet.peer);
         continue;
       }
       if (StepChunkReady(args, op, unmet, unmet_seen)) return s;
@@ -313,7 +347,10 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
     if (!wait_locally && !stays) {
       if (!wait_for_peer || kJoinPeerWaitNs == 0ull) return -1;
       const unsigned long long now = GlobalTimerNs();
-      if (peer_wait_since == 0ull) peer_wait_since = now;
+      if (peer_wait_since == 0ull || peers_progress != peers_progress_then) {
+        peer_wait_since = now;
+        peers_progress_then = peers_progress;
+      }
       if (now - peer_wait_since > kJoinPeerWaitNs) return -1;
     }
     if (!wait_locally && !wait_for_peer) return -1;  // nothing left to take

@@ -113,8 +113,12 @@ SYNCOPATE_DEVICE void GroupMoveChunkAndSignal(const FusedLaunchArgs& args, const
 // both schedules' claim(): word 0 hands out tile indices in order; once they run out, each of
 // the `participants` CTAs takes its -1 and counts itself in word 1, and the last one resets both
 // for the next launch (every participant holds its -1: nobody claims again in this launch).
-SYNCOPATE_DEVICE int ClaimFromCounter(unsigned* counter, int num_tiles, int participants) {
+// `progress` (nullptr: none) gets every ticket drawn, +1, the run-out ones included: those are
+// drawn as CTAs finish their last tiles, so peers see this rank compute to its last tile.
+SYNCOPATE_DEVICE int ClaimFromCounter(unsigned* counter, int num_tiles, int participants,
+                                      unsigned* progress) {
   const unsigned ticket = atomicAdd(counter, 1u);
+  if (progress != nullptr) StoreRelaxedSys(progress, ticket + 1u);
   if (ticket < static_cast<unsigned>(num_tiles)) return static_cast<int>(ticket);
   if (atomicAdd(counter + 1, 1u) + 1u == static_cast<unsigned>(participants)) {
     atomicExch(counter, 0u);
@@ -147,7 +151,7 @@ class LocalSchedule {
       next_ = next_ < 0 ? first() : next_ + stride();
       return next_ < num_tiles() ? next_ : -1;
     }
-    return ClaimFromCounter(tile_counter_, num_tiles(), stride());
+    return ClaimFromCounter(tile_counter_, num_tiles(), stride(), /*progress=*/nullptr);
   }
   SYNCOPATE_DEVICE bool wait(const Tile&) const { return true; }
   SYNCOPATE_DEVICE void done(const Tile&) const {}
@@ -266,7 +270,8 @@ class FusedSchedule {
       next_ = next_ < 0 ? first() : next_ + stride();
       return next_ < Tables::kNumTiles ? next_ : -1;
     }
-    return ClaimFromCounter(args_.tile_counter, Tables::kNumTiles, stride());
+    unsigned* progress = args_.tile_progress != nullptr ? args_.tile_progress[args_.rank] : nullptr;
+    return ClaimFromCounter(args_.tile_counter, Tables::kNumTiles, stride(), progress);
   }
   SYNCOPATE_DEVICE int tiles_m() const { return Tables::kTilesM; }
   SYNCOPATE_DEVICE int tiles_n() const { return Tables::kTilesN; }

@@ -29,6 +29,11 @@ SYNCOPATE_DEVICE unsigned LoadRelaxedSys(const unsigned* p) {
   return v;
 }
 
+// A hint for peers (launch_abi.h "Tile progress"): visible to them eventually, orders nothing.
+SYNCOPATE_DEVICE void StoreRelaxedSys(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 SYNCOPATE_DEVICE unsigned long long GlobalTimerNs() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
