@@ -15,7 +15,7 @@
 #   ops_ts_8        ops_gpu_test time-sliced at 8 (100 capture replays)
 #   protocol_ts_1   the launch-protocol suite time-sliced at 1
 #   protocol_mps_1  the launch-protocol suite under MPS at 1; protocol_<ts|mps>_<c> any mode
-#                   (at 32 it ran 2-3x longer than at 8 on 2026-12-07: about half of it in 180 s)
+#                   (at 32: 230 s under MPS, 310 s time-sliced, twentieth session)
 #   ar_join         the ops' AllReduce first run after a line-up, traced: the joined CTAs' wait
 #                   following the peers' tile progress (the default) against a fixed 200 and
 #                   2000 us (bench/ops/ar_first_run_ab.sh)
@@ -33,10 +33,10 @@ export UCX_MODULE_DIR=$bin/ucx SYNCOPATED=$bin/syncopated
 final_out=$out
 out=$(mktemp -d)
 protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMemory*:*InterNode*'
-declare -A needs=([ops_mps_8]=155 [protocol_mps_8]=140 [push_ab]=170 [ops_vs_torch]=200
-                  [ops_ts_8]=260 [protocol_ts_1]=80 [protocol_mps_1]=30 [ops_mps_1]=100 [ops_mps_32]=100
-                  [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=400 [protocol_ts_8]=200
-                  [protocol_ts_32]=400 [ar_join]=80 [trace_test]=20)
+declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_torch]=160
+                  [ops_ts_8]=260 [protocol_ts_1]=90 [protocol_mps_1]=120 [ops_mps_1]=100 [ops_mps_32]=100
+                  [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
+                  [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -98,9 +98,10 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default fits one call (about 480 s); the protocol suite at 32 (MPS and time-sliced, about
-# 400 s each) needs a call of its own: STEPS=protocol_mps_32, then STEPS=protocol_ts_32.
-for name in ${STEPS:-trace_test ar_join ops_vs_torch}; do
+# The default fits one call (about 530 s): what the twentieth session's join rule (7f778ff:
+# joined CTAs follow the peers' tile progress) still owes, time-sliced first. The protocol suite
+# at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s time-sliced.
+for name in ${STEPS:-ops_ts_8 protocol_ts_8 ar_join}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
