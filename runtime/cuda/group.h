@@ -246,6 +246,11 @@ class Group {
   // FailedPrecondition when a launch is not synced yet or a caller's graph holds the count.
   absl::Status SkipEpochsForTesting(uint32_t count, CUstream stream);
 
+  // Tests only: rank `owner`'s tile-progress word (launch_abi.h "Tile progress"), read through
+  // the table this rank's kernels get, so a wrong entry shows. NotFound for a rank on another
+  // node (its entry is null). Synchronous; meaningful once the launches that drew tiles ended.
+  absl::StatusOr<uint32_t> TileProgressForTesting(int owner) const;
+
   // Captures one launch into a graph; see the file comment.
   absl::StatusOr<std::unique_ptr<LaunchGraph>> CaptureGraph(const KernelLaunch& launch,
                                                             const LaunchSettings& timeouts);

@@ -201,6 +201,25 @@ absl::Status Group::SkipEpochsForTesting(uint32_t count, CUstream stream) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint32_t> Group::TileProgressForTesting(int owner) const {
+  if (owner < 0 || owner >= world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TileProgressForTesting: rank ", owner, " of ", world_size()));
+  }
+  const DriverApi& api = context_.api();
+  RETURN_IF_ERROR(context_.MakeCurrent());
+  CUdeviceptr word = 0;
+  CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(
+      &word, tile_progress_table_.get() + sizeof(CUdeviceptr) * owner, sizeof(word)));
+  if (word == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("rank ", owner, " is on another node: no tile-progress word mapped"));
+  }
+  uint32_t value = 0;
+  CU_RETURN_IF_ERROR(api.cuMemcpyDtoH(&value, word, sizeof(value)));
+  return value;
+}
+
 absl::Status Group::RefreshStaleGates(const KernelLaunch& launch, CUstream stream, uint32_t epoch) {
   const DriverApi& api = context_.api();
   for (int g : StaleGates(gate_epochs_, launch.num_gates, epoch)) {

@@ -100,11 +100,10 @@ absl::StatusOr<Setup> Prepare(const WorkloadConfig& c, Collective collective) {
   return s;
 }
 
-// The launch loop shared by both workloads: before each launch `refill(i)`, after the checked
-// ones `check(i)`. Graph mode captures one launch first.
-absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bound,
-                        const std::function<absl::Status(int)>& refill,
-                        const std::function<absl::Status(int)>& check) {
+// The launches of LaunchLoop.
+absl::Status RunLaunches(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bound,
+                         const std::function<absl::Status(int)>& refill,
+                         const std::function<absl::Status(int)>& check) {
   cuda::LaunchOptions lo;
   lo.backend = c.backend;
   lo.timeout = c.timeout;
@@ -155,6 +154,42 @@ absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bo
     }
   }
   return absl::OkStatus();
+}
+
+// After launches whose kernels drew tiles from the group's counter (the Hopper kernel with
+// dynamic tiles): every rank of the node published its draws in its tile-progress word, which
+// peers' joined CTAs follow (launch_abi.h "Tile progress"); a word still 0 means they would
+// leave a computing peer after the fixed wait. Read through each rank's table, after a barrier
+// every rank reaches (so one rank's failure keeps nobody waiting and every peer's launches
+// ended).
+absl::Status CheckTileProgressPublished(const WorkloadConfig& c, Setup& s,
+                                        const absl::Status& launched) {
+  const absl::Status met = s.rt->group().rendezvous().Barrier();
+  RETURN_IF_ERROR(launched);
+  RETURN_IF_ERROR(met);
+  for (int q = 0; q < c.world; ++q) {
+    absl::StatusOr<uint32_t> word = s.rt->group().TileProgressForTesting(q);
+    if (absl::IsNotFound(word.status())) continue;  // another node: nothing mapped
+    RETURN_IF_ERROR(word.status());
+    if (*word == 0) {
+      return absl::InternalError(absl::StrCat(
+          "rank ", c.rank, " sees rank ", q, "'s tile-progress word still 0 after ", c.launches,
+          " launches that drew tiles: peers cannot tell that it computes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The launch loop shared by both workloads: before each launch `refill(i)`, after the checked
+// ones `check(i)`. Graph mode captures one launch first.
+absl::Status LaunchLoop(const WorkloadConfig& c, Setup& s, cuda::BoundKernel& bound,
+                        const std::function<absl::Status(int)>& refill,
+                        const std::function<absl::Status(int)>& check) {
+  absl::Status launched = RunLaunches(c, s, bound, refill, check);
+  const bool draws_tiles =
+      c.wgmma && c.dynamic_tiles && c.killed_rank < 0 && c.absent_rank < 0 && !c.launcher;
+  if (!draws_tiles) return launched;
+  return CheckTileProgressPublished(c, s, launched);
 }
 
 // Runs the local kernel with `options` on fresh `a` and whatever `b` holds, and checks it
