@@ -20,6 +20,11 @@
 #                   following the peers' tile progress (the default) against a fixed 200 and
 #                   2000 us (bench/ops/ar_first_run_ab.sh)
 #   trace_test      ops_gpu_test's OpsTraceGpuTest under MPS at 8 (fixed after its first GPU run)
+#   stall_ring_oversubscribed  the ring ReduceScatter (its steps wait for peers, so compute CTAs
+#                   join them and wait) at 4 ranks as MPS clients at 50% each, oversubscribing
+#                   the GPU: the case the joined CTAs' bound exists for, now that they follow the
+#                   peers' tile progress; 500 launches per chunk count, SM backend, 0 stalls expected
+#                   (scripts/stall-matrix.sh)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz).
@@ -36,7 +41,8 @@ protocol='Fused*:*FusedWorkload*:*WgmmaWorkload*:WgmmaDynamicTiles*:SymmetricMem
 declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_torch]=160
                   [ops_ts_8]=260 [protocol_ts_1]=90 [protocol_mps_1]=120 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
-                  [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20)
+                  [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
+                  [stall_ring_oversubscribed]=150)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -82,6 +88,19 @@ run_step() {  # run_step NAME LIMIT
       fi
       return $rc
       ;;
+    stall_ring_oversubscribed)
+      mkdir -p "$final_out/stall"
+      OUT=$final_out/stall MODES=mps:8 WORLDS=4 PCT=50 WORKLOADS=rs BACKENDS=sm LAUNCHES=500 \
+        EXTRA="--rs-plan reducescatter.ring" STEP_TIMEOUT=$((limit - 10)) \
+        timeout "$limit" bash scripts/stall-matrix.sh
+      local rc=$?
+      if ((rc == 124)); then
+        mps_kill_strays
+      fi
+      [[ -f $final_out/stall/logs.tgz ]] && mv "$final_out/stall/logs.tgz" "$final_out/stall_logs.tgz"
+      rm -rf "$final_out/stall"
+      return $rc
+      ;;
     trace_test)
       STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" --gtest_filter='OpsTraceGpuTest.*'
       ;;
@@ -98,16 +117,21 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default fits one call (about 530 s): what the twentieth session's join rule (7f778ff:
-# joined CTAs follow the peers' tile progress) still owes, time-sliced first. The protocol suite
-# at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s time-sliced.
-for name in ${STEPS:-ops_ts_8 protocol_ts_8 ar_join}; do
+# The default (about 610 s: the last step runs only if it fits) is what the twentieth session's
+# join rule (7f778ff: joined CTAs follow the peers' tile progress) and its workload check (the
+# tile-progress words, in the protocol suite's dynamic-tile cases) still owe; then ar_join and
+# ops_ts_8 in a second call. The stall step's kernels can be compiled on the build host:
+#   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
+#   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
+# The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
+# time-sliced.
+for name in ${STEPS:-protocol_ts_8 stall_ring_oversubscribed ops_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
   run_step "$name" "$l" >"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - s)) s"
-  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_join ]]; then
+  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_join || $name == stall_* ]]; then
     cat "$out/$name.log"
   else
     summary "$out/$name.log"

@@ -13,6 +13,8 @@
 # (world 3: qwen2-72b at 2046 tokens, the shapes that split 3 ways; its GEMM is about 5x the 8B
 # world-4 one, so give it fewer LAUNCHES or a longer STEP_TIMEOUT; TOKENS and MODEL, when set,
 # apply to every world, and a world they do not split runs nothing and fails);
+# PCT: every rank's MPS share of the SMs instead of 100/world (e.g. 50 at world 4: ranks that
+# oversubscribe the GPU, where a joined CTA may hold a slot a peer's CTAs need);
 # EXTRA: more syncopate_tp_bench flags (e.g. "--transfers-compute-ctas 1"). Logs and CSVs under
 # $OUT (or ./gpu-out). STEP_TIMEOUT bounds each bench run (default 560 s over the backends). The
 # whole matrix is many device calls: about 50 rows x LAUNCHES launches per (mode, world), so pick
@@ -43,7 +45,7 @@ for mode in ${MODES:-ts:1 ts:8 ts:32 mps:1 mps:8 mps:32}; do
     for backend in "${backend_list[@]}"; do
       echo "== $name $backend"
       before=$(rows_in "$out/$name.csv")
-      MPS_PCT=$((100 / world)) in_mode "$mode" "$bin/syncopate_tp_bench" --gpus 1 \
+      MPS_PCT=${PCT:-$((100 / world))} in_mode "$mode" "$bin/syncopate_tp_bench" --gpus 1 \
         --ranks-per-gpu "$world" --tp "$world" --workloads "${WORKLOADS:-ag,rs}" \
         --models "$model" --tokens "$tokens" --chunks "${CHUNKS:-1,2,4,8}" \
         --backends "$backend" --reps "$launches" --warmup 0 --timeout-ms 2000 \
