@@ -314,7 +314,7 @@ TEST(NvrtcCompileWgmma, FusedStaticSharedMemoryFitsTheReserve) {
 
 // The device headers' A/B knobs for the reductions' transfers (README, "For A/B runs"): the
 // pieces' size, the loads in flight per thread and the joined CTAs' wait for peers (and the
-// joined CTAs that stay for them or stop following their tile progress, in the ring), each into
+// joined CTAs that stop following their tile progress, in the ring), each into
 // the fused wgmma kernel of a 4-rank direct ReduceScatter (three channels); the plain path for
 // reductions no write can race into the ring's (its hops into the inputs). Each must change the
 // kernel's binary, so a knob that stopped reaching the code would be noticed.
@@ -323,11 +323,9 @@ TEST(NvrtcCompileWgmma, ReductionKnobsCompileAndChangeTheKernel) {
       {"direct",
        {"-DSYNCOPATE_TRANSFER_PIECE_KB=128", "-DSYNCOPATE_COPY_UNROLL=8",
         "-DSYNCOPATE_JOIN_PEER_WAIT_US=0"}},
-      // The ring's hops wait for peers' signals, so its joined CTAs have peers to stay for (a
+      // The ring's hops wait for peers' signals, so its joined CTAs have peers to follow (a
       // direct ReduceScatter's steps wait for none, and the knob then changes nothing).
-      {"ring",
-       {"-DSYNCOPATE_PLAIN_REDUCE=1", "-DSYNCOPATE_JOIN_STAY_EVERY=4",
-        "-DSYNCOPATE_JOIN_FOLLOWS_PEERS=0"}}};
+      {"ring", {"-DSYNCOPATE_PLAIN_REDUCE=1", "-DSYNCOPATE_JOIN_FOLLOWS_PEERS=0"}}};
   for (const auto& [algo, knobs] : cases) {
     const plan::Plan rs = ReduceScatterPlan(algo, 4, 1024, 384, 2, plan::DType::kBF16);
     auto k =

@@ -75,18 +75,6 @@ static_assert(SYNCOPATE_JOIN_PEER_WAIT_US >= 0, "SYNCOPATE_JOIN_PEER_WAIT_US mus
 constexpr unsigned long long kJoinPeerWaitNs =
     static_cast<unsigned long long>(SYNCOPATE_JOIN_PEER_WAIT_US) * 1000ull;
 
-// -DSYNCOPATE_JOIN_STAY_EVERY=N (SYNCOPATE_NVRTC_OPTIONS; 0, the default, off): every Nth
-// compute CTA, once joined, waits for peers' steps past kJoinPeerWaitNs (to the launch's
-// deadline, as any wait), so a peer that runs late finds more than the comm CTAs to move what
-// is left. Why (bench/RESULTS.md, nineteenth session): an AllReduce whose peer ended its GEMM
-// about 0.25 ms later had every joined CTA gone after 200 us and its 2 comm CTAs moving the
-// rest alone, 2.3-2.9 ms. Only a fraction stays, so a peer whose CTAs wait for slots (ranks
-// sharing a GPU, NextJoinableStep says why) still gets the others' SMs.
-#ifndef SYNCOPATE_JOIN_STAY_EVERY
-#define SYNCOPATE_JOIN_STAY_EVERY 0
-#endif
-static_assert(SYNCOPATE_JOIN_STAY_EVERY >= 0, "SYNCOPATE_JOIN_STAY_EVERY must not be negative");
-
 // -DSYNCOPATE_JOIN_FOLLOWS_PEERS=0 (SYNCOPATE_NVRTC_OPTIONS; 1, the default, on) makes
 // kJoinPeerWaitNs a bound on the whole wait for peers, as before the twentieth session. With 1
 // it bounds a wait in which the peers waited for made no progress: a joined CTA waiting only for
@@ -267,27 +255,16 @@ SYNCOPATE_DEVICE bool TilesWaitForNothing(const FusedLaunchArgs& args) {
   return off[0] == off[Tables::kNumTiles];
 }
 
-// Whether this joined compute CTA stays for peers past kJoinPeerWaitNs (SYNCOPATE_JOIN_STAY_EVERY).
-SYNCOPATE_DEVICE bool StaysForPeers(const FusedLaunchArgs& args) {
-#if SYNCOPATE_JOIN_STAY_EVERY == 0  // (a "% 0" even in a dead branch draws a warning)
-  (void)args;
-  return false;
-#else
-  const unsigned compute_index = blockIdx.x - args.num_comm_ctas - args.num_control_ctas;
-  return compute_index % static_cast<unsigned>(SYNCOPATE_JOIN_STAY_EVERY) == 0u;
-#endif
-}
-
 // Thread 0 of a joined group: the global index of a step it may take now (the first not fully
 // claimed step of some channel of this rank, dependencies met, the channel's previous step
 // complete), -1 when none is left that it may wait for, -2 when the launch aborted.
 // A joined CTA waits (bounded, as every wait) only for its own rank's progress: a claimed step
 // to complete, or a chunk of its own tiles where those wait for nothing. It does not wait for a
 // peer (a dependency on another rank's signal) once that peer drew no tile for kJoinPeerWaitNs
-// (200 us by default; SYNCOPATE_JOIN_FOLLOWS_PEERS=0: once it waited that long; a CTA that
-// StaysForPeers waits to the deadline), and leaves instead: with ranks sharing one GPU,
-// a peer's CTAs may need the very slots the joined CTAs of every rank hold (seen: 4 ranks at 50% of
-// the SMs each deadlocked on a guard until the deadline), and the comm CTAs move such steps anyway.
+// (200 us by default; SYNCOPATE_JOIN_FOLLOWS_PEERS=0: once it waited that long), and leaves
+// instead: with ranks sharing one GPU, a peer's CTAs may need the very slots the joined CTAs of
+// every rank hold (seen: 4 ranks at 50% of the SMs each deadlocked on a guard until the
+// deadline), and the comm CTAs move such steps anyway.
 template <class Tables>
 SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   const int chan_begin = Tables::chan_base()[args.rank];
@@ -300,7 +277,6 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   SpinState st;
   unsigned long long peer_wait_since = 0ull;  // since when the peers waited for stood still
   unsigned peers_progress_then = 0u;          // their tile progress (summed) at that time
-  const bool stays = StaysForPeers(args);
   for (;;) {
     bool wait_locally = false;
     bool wait_for_peer = false;
@@ -344,7 +320,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
         seen = unmet_seen;
       }
     }
-    if (!wait_locally && !stays) {
+    if (!wait_locally) {
       if (!wait_for_peer || kJoinPeerWaitNs == 0ull) return -1;
       const unsigned long long now = GlobalTimerNs();
       if (peer_wait_since == 0ull || peers_progress != peers_progress_then) {
