@@ -66,9 +66,9 @@ for mode in ${QUARTER_MODES-$quarter_default}; do
   fi
 done
 # Fused AllGather+GEMM and GEMM+ReduceScatter with the ranks as MPS clients, static against
-# dynamic tile dealing, with a per-CTA trace of each fused row (bench/multigpu/trace_summary.py
-# reads $out/tp-trace); PyTorch on the same shapes in the same MPS session where torch is
-# installed; both as concurrent_tp.csv rows in $out/concurrent_rows.csv.
+# dynamic tile dealing, with a per-CTA trace of each fused row (bench/ops/launch_trace_summary.py
+# --timeline $out/tp-trace reads them); PyTorch on the same shapes in the same MPS session where
+# torch is installed; both as concurrent_tp.csv rows in $out/concurrent_rows.csv.
 tp_mps() {
   mps_start || { echo "   MPS did not start"; return 1; }
   mkdir -p "$out/tp-trace"

@@ -1,33 +1,49 @@
 #!/usr/bin/env python3
-"""Reads the per-CTA timelines an op writes with SYNCOPATE_OPS_TRACE_DIR set (ops/launch_trace.h)
-and says where each fused launch's time went: when it started against the launch before it on
-the same rank (a gap of more than --idle-ms marks a launch after idle: a first run), how long it
-ran, how far apart its CTAs started and how many started late (after a tenth of the launch: not
-resident at its start), how long the comm CTAs ran on after the compute CTAs (the transfers left
-to them alone), and how long its CTAs waited for peers' chunks. The clock
-(%globaltimer) is one for every process on a GPU, so ranks' launches line up: the `skew` column
-is this rank's start minus the earliest rank's start of the same launch.
+"""Reads per-CTA timelines (%globaltimer: one clock for every process on a GPU, so ranks'
+launches line up) from either writer:
+  - the ops with SYNCOPATE_OPS_TRACE_DIR set (ops/launch_trace.h): DIR/<job>_<kind>_rank<r>.csv,
+    many launches a file, columns launch,bucket_m,m,cta,comm,control,smid,start_ns,end_ns,
+    wait_ns,waits;
+  - syncopate_tp_bench --trace DIR (impl/trace.cuh): DIR/<tag>_rank<r>.csv, one launch a file,
+    without the launch, bucket_m, m and control columns (read as 0).
 
     launch_trace_summary.py DIR [--idle-ms 0.5] [--per-launch]
+    launch_trace_summary.py --timeline [TAG_SUBSTRING] DIR
     launch_trace_summary.py --self-test
 
-Prints, per file (one op on one rank), the medians of launches after idle and of launches back
-to back, each split by whether some rank of the op started CTAs late ("+late"), then (with
---per-launch) every launch. --self-test checks all that on made-up traces (a CTest test)."""
+Default: where each fused launch's time went, as medians per file (one op on one rank) of
+launches after idle (a gap after the launch before of more than --idle-ms: first runs) and of
+launches back to back, each split by whether some rank of the op started CTAs late ("+late":
+after a tenth of the launch, not resident at its start); --per-launch adds every launch. `skew`
+is this rank's start minus the earliest rank's start of the same launch; comm_tail how long the
+comm CTAs ran on after the compute CTAs (the transfers left to them alone).
+
+--timeline: per tag (the file name less _rank<r>.csv) and launch, one line a rank, in us from the
+launch's earliest CTA start: CTA start and end first/median/last (a late last start: CTAs that
+were not resident), the tile waits summed and the largest, when the comm CTAs ended, and how
+many SMs more than one rank used.
+
+--self-test checks both modes on made-up traces (a CTest test)."""
 import argparse
 import collections
 import csv
 import glob
 import os
+import re
 import statistics
 import sys
+
+
+# The tp bench's files hold one launch and no op geometry: absent columns read as these.
+ABSENT = {"launch": 0, "bucket_m": 0, "m": 0, "control": 0}
 
 
 def read(path):
     launches = collections.defaultdict(list)
     with open(path) as f:
         for row in csv.DictReader(f):
-            launches[int(row["launch"])].append({k: int(v) for k, v in row.items()})
+            cta = dict(ABSENT, **{k: int(v) for k, v in row.items()})
+            launches[cta["launch"]].append(cta)
     return launches
 
 
@@ -113,6 +129,60 @@ def grouped(per_file, ranks_of, idle_ms):
     return out
 
 
+def timeline(directory, want=""):
+    """[(header, {rank: numbers}, SMs more than one rank used, SMs used)], a launch a tag whose
+    name holds want; times in us from the launch's earliest CTA start on any rank."""
+    tags = collections.defaultdict(dict)
+    for path in sorted(glob.glob(os.path.join(directory, "*_rank*.csv"))):
+        m = re.match(r"(.*)_rank(\d+)\.csv$", os.path.basename(path))
+        if m and want in m.group(1):
+            tags[m.group(1)][int(m.group(2))] = read(path)
+    out = []
+    for tag, ranks in sorted(tags.items()):
+        launches = sorted(set().union(*ranks.values()))
+        for launch in launches:
+            ran = {rank: [c for c in per_launch.get(launch, []) if c["start_ns"]]
+                   for rank, per_launch in sorted(ranks.items())}
+            ran = {rank: ctas for rank, ctas in ran.items() if ctas}
+            if not ran:
+                continue  # a launch none of whose CTAs wrote a record
+            t0 = min(c["start_ns"] for ctas in ran.values() for c in ctas)
+            def us(ns):
+                return (ns - t0) / 1000.0
+            numbers, users = {}, collections.defaultdict(set)
+            for rank, ctas in ran.items():
+                starts = sorted(us(c["start_ns"]) for c in ctas)
+                ends = sorted(us(c["end_ns"]) for c in ctas)
+                waits = [c["wait_ns"] / 1000.0 for c in ctas]
+                comm_ends = [us(c["end_ns"]) for c in ctas if c["comm"]]
+                for c in ctas:
+                    users[c["smid"]].add(rank)
+                numbers[rank] = {
+                    "ctas": len(ctas), "sms": len({c["smid"] for c in ctas}),
+                    "start": (starts[0], statistics.median(starts), starts[-1]),
+                    "end": (ends[0], statistics.median(ends), ends[-1]),
+                    "wait_sum": sum(waits), "wait_max": max(waits),
+                    "comm_end": (min(comm_ends), max(comm_ends)) if comm_ends else None}
+            header = f"== {tag}" + (f" launch {launch}" if len(launches) > 1 else "")
+            shared = sum(1 for rs in users.values() if len(rs) > 1)
+            out.append((header, numbers, shared, len(users)))
+    return out
+
+
+def timeline_lines(launches):
+    lines = []
+    for header, numbers, shared, sms in launches:
+        lines.append(header)
+        for rank, n in numbers.items():
+            (s0, s1, s2), (e0, e1, e2) = n["start"], n["end"]
+            comm = f"{n['comm_end'][0]:8.1f}-{n['comm_end'][1]:8.1f}" if n["comm_end"] else "-"
+            lines.append(f"  rank {rank}: {n['ctas']} CTAs on {n['sms']} SMs | start {s0:8.1f} "
+                         f"{s1:8.1f} {s2:8.1f} | end {e0:8.1f} {e1:8.1f} {e2:8.1f} | wait sum "
+                         f"{n['wait_sum']:9.1f} max {n['wait_max']:8.1f} | comm end {comm}")
+        lines.append(f"  SMs used by more than one rank in this launch: {shared} of {sms}")
+    return lines
+
+
 def write_trace(path, launches):
     """A made-up trace file: launches is [(launch, [(comm, start_ns, end_ns)])]."""
     with open(path, "w") as f:
@@ -154,6 +224,41 @@ def self_test():
         b2b0 = groups[(r0, "back_to_back")][0]
         assert b2b0["late_ctas"] == 0 and abs(b2b0["comm_tail"] - 0.1) < 1e-6, b2b0
         assert abs(b2b0["gap"] - 0.1) < 1e-6, b2b0
+        # --timeline on the ops' files: a header a launch that left records (3 left none).
+        assert [t[0] for t in timeline(d)] == [
+            f"== job_matmul_all_reduce launch {n}" for n in (0, 1, 2)], timeline(d)
+    with tempfile.TemporaryDirectory() as d:
+        # The tp bench's files: one launch, no launch/bucket_m/m/control columns. Rank 1's last
+        # CTA started 700 us late; its CTA 3 never ran (record zeroed, SM 0 as read back).
+        t = 10**12
+        for rank, ctas in ((0, [(1, 0, 0, 50_000, 0), (0, 1, 1_000, 30_000, 2_000),
+                                (0, 2, 2_000, 40_000, 3_000)]),
+                           (1, [(1, 2, 500, 60_000, 0), (0, 3, 1_500, 35_000, 1_000),
+                                (0, 4, 700_000, 720_000, 500), None])):
+            with open(os.path.join(d, f"ag_dynamic_rank{rank}.csv"), "w") as f:
+                f.write("cta,comm,smid,start_ns,end_ns,wait_ns,waits\n")
+                for cta, c in enumerate(ctas):
+                    comm, smid, start, end, wait = c or (0, 0, -t, -t, 0)
+                    f.write(f"{cta},{comm},{smid},{t + start},{t + end},{wait},{wait // 500}\n")
+        rows = read(os.path.join(d, "ag_dynamic_rank1.csv"))
+        assert list(rows) == [0] and len(rows[0]) == 4, rows
+        assert all(c["control"] == 0 and c["bucket_m"] == 0 for c in rows[0]), rows
+        [(header, numbers, shared, sms)] = timeline(d, "ag_")
+        assert header == "== ag_dynamic", header
+        r0, r1 = numbers[0], numbers[1]
+        assert (r0["ctas"], r0["sms"], r1["ctas"], r1["sms"]) == (3, 3, 3, 3), numbers
+        assert r0["start"] == (0.0, 1.0, 2.0) and r0["end"] == (30.0, 40.0, 50.0), r0
+        assert r1["start"] == (0.5, 1.5, 700.0) and r1["end"] == (35.0, 60.0, 720.0), r1
+        assert (r0["wait_sum"], r0["wait_max"], r1["wait_sum"], r1["wait_max"]) == (
+            5.0, 3.0, 1.5, 1.0), numbers
+        assert r0["comm_end"] == (50.0, 50.0) and r1["comm_end"] == (60.0, 60.0), numbers
+        assert (shared, sms) == (1, 5), (shared, sms)  # SM 2; the unrun CTA's SM 0 not counted
+        assert timeline(d, "rs_") == []
+        lines = timeline_lines(timeline(d))
+        assert lines[1] == ("  rank 0: 3 CTAs on 3 SMs | start      0.0      1.0      2.0 | end "
+                            "    30.0     40.0     50.0 | wait sum       5.0 max      3.0 | "
+                            "comm end     50.0-    50.0"), lines
+        assert lines[3] == "  SMs used by more than one rank in this launch: 1 of 5", lines
     print("launch_trace_summary: self-test passed")
 
 
@@ -164,14 +269,24 @@ def main():
     ap.add_argument("--idle-ms", type=float, default=0.5,
                     help="a gap after the launch before longer than this marks a launch after idle")
     ap.add_argument("--per-launch", action="store_true")
+    ap.add_argument("--timeline", nargs="?", const="", metavar="TAG_SUBSTRING",
+                    help="per tag and launch, one line a rank: when its CTAs started and ended")
     ap.add_argument("--self-test", action="store_true",
                     help="check the summary on made-up traces and exit")
     a = ap.parse_args()
     if a.self_test:
         self_test()
         return
+    if a.dir is None and a.timeline:
+        a.dir, a.timeline = a.timeline, ""  # `--timeline DIR`: the optional value took DIR
     if a.dir is None:
         ap.error("DIR is required")
+    if a.timeline is not None:
+        launches = timeline(a.dir, a.timeline)
+        if not launches:
+            sys.exit(f"no trace files matching '{a.timeline}' in {a.dir}")
+        print("\n".join(timeline_lines(launches)))
+        return
     per_file, ranks_of = load(a.dir)
     if not per_file:
         sys.exit(f"no trace files in {a.dir}")
