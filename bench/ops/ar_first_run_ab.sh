@@ -21,10 +21,14 @@
 # following the peers' tile progress to 5.95 (predicted: as 2,000 us within 3%) with the same
 # back-to-back time per run; 58 compute CTAs (no late CTAs) and every 4th joined CTA staying to
 # the deadline (a knob since removed) also to about 5.8, the first with every kernel 11% slower.
+# 58 compute CTAs and 2 comm CTAs are the 60 CTAs the late rank gets at once.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source scripts/gpu-modes.sh
-export MPS_PCT=50
+# MPS_PCT: each rank's share (50 by default). The late CTAs always belong to the rank whose
+# kernel started second, always 6 of them (twentieth session's traces): the two clients' SM sets
+# at 50% may overlap by 6 SMs. Predicted at 45 (59 SMs each, 118 of 132): no late CTAs.
+export MPS_PCT=${MPS_PCT:-50}
 model=${MODEL:-8192,28672}
 # Kernel caches apart from $out (a cut run leaves no cache there); seeded from the build host's.
 # (No trap of its own: gpu-modes.sh's EXIT trap stops MPS.)
