@@ -19,6 +19,8 @@
 #   ar_join         the ops' AllReduce first run after a line-up, traced: the joined CTAs' wait
 #                   following the peers' tile progress (the default) against a fixed 200 and
 #                   2000 us (bench/ops/ar_first_run_ab.sh)
+#   ar_late_45      the same with MPS_PCT=45 and the default rule only: are the late CTAs the two
+#                   clients' overlapping SM sets? (predicted: none late, first run as the second)
 #   trace_test      ops_gpu_test's OpsTraceGpuTest under MPS at 8 (fixed after its first GPU run)
 #   stall_ring_oversubscribed  the ring ReduceScatter (its steps wait for peers, so compute CTAs
 #                   join them and wait) at 4 ranks as MPS clients at 50% each, oversubscribing
@@ -27,7 +29,7 @@
 #                   (scripts/stall-matrix.sh)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
-# $OUT/ops_logs.tgz).
+# $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
@@ -42,7 +44,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_8]=260 [protocol_ts_1]=90 [protocol_mps_1]=120 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
-                  [stall_ring_oversubscribed]=150)
+                  [stall_ring_oversubscribed]=150 [ar_late_45]=40)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -75,17 +77,21 @@ run_step() {  # run_step NAME LIMIT
       rm -rf "$final_out/push"
       return $rc
       ;;
-    ar_join)
-      OUT=$final_out timeout "$limit" bash bench/ops/ar_first_run_ab.sh
+    ar_join | ar_late_45)
+      local env=() dir=$final_out/$name
+      [[ $name == ar_late_45 ]] && env=(MPS_PCT=45 VARIANTS=200:0:1)
+      mkdir -p "$dir"
+      env "${env[@]}" OUT="$dir" timeout "$limit" bash bench/ops/ar_first_run_ab.sh
       local rc=$?
       if ((rc == 124)); then  # cut: what the variants that ran left, packed as the script does
         mps_kill_strays
         local left
-        left=$(cd "$final_out" && ls -d join_* 2>/dev/null)
+        left=$(cd "$dir" && ls -d join_* 2>/dev/null)
         # shellcheck disable=SC2086  # one folder name per word
-        [[ -n $left ]] && tar czf "$final_out/ar_first_run.tgz" -C "$final_out" $left &&
-          rm -rf "$final_out"/join_*
+        [[ -n $left ]] && tar czf "$dir/ar_first_run.tgz" -C "$dir" $left
       fi
+      [[ -f $dir/ar_first_run.tgz ]] && mv "$dir/ar_first_run.tgz" "$final_out/$name.tgz"
+      rm -rf "$dir"
       return $rc
       ;;
     stall_ring_oversubscribed)
@@ -117,21 +123,21 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 610 s: the last step runs only if it fits) is what the twentieth session's
+# The default (about 650 s: the last step runs only if it fits) is what the twentieth session's
 # join rule (7f778ff: joined CTAs follow the peers' tile progress) and its workload check (the
-# tile-progress words, in the protocol suite's dynamic-tile cases) still owe; then ar_join and
-# ops_ts_8 in a second call. The stall step's kernels can be compiled on the build host:
+# tile-progress words, in the protocol suite's dynamic-tile cases) still owe, and the check of
+# the late CTAs at 45%; then ar_join and ops_ts_8 in a second call. The stall step's kernels can be compiled on the build host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-protocol_ts_8 stall_ring_oversubscribed ops_ts_8}; do
+for name in ${STEPS:-protocol_ts_8 stall_ring_oversubscribed ar_late_45 ops_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
   run_step "$name" "$l" >"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - s)) s"
-  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_join || $name == stall_* ]]; then
+  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_* || $name == stall_* ]]; then
     cat "$out/$name.log"
   else
     summary "$out/$name.log"
