@@ -126,7 +126,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 # The default (about 650 s: the last step runs only if it fits) is what the twentieth session's
 # join rule (7f778ff: joined CTAs follow the peers' tile progress) and its workload check (the
 # tile-progress words, in the protocol suite's dynamic-tile cases) still owe, and the check of
-# the late CTAs at 45%; then ar_join and ops_ts_8 in a second call. The stall step's kernels can be compiled on the build host:
+# the late CTAs at 45%; then ar_join and ops_ts_8 in a second call. The stall step's kernels
+# can be compiled on the build host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
