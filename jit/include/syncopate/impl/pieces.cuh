@@ -33,6 +33,8 @@
 #ifndef SYNCOPATE_IMPL_PIECES_CUH_
 #define SYNCOPATE_IMPL_PIECES_CUH_
 
+#include <syncopate/impl/join_clock.h>
+
 #include <syncopate/impl/copy.cuh>
 #include <syncopate/impl/launch_waits.cuh>
 #include <syncopate/impl/schedule.cuh>
@@ -275,8 +277,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
   // the next launch to trip over. Later passes follow a SpinRound, which checks the abort.
   if (DeviceAborted(args)) return -2;
   SpinState st;
-  unsigned long long peer_wait_since = 0ull;  // since when the peers waited for stood still
-  unsigned peers_progress_then = 0u;          // their tile progress (summed) at that time
+  JoinPeerClock peer_clock;
   for (;;) {
     bool wait_locally = false;
     bool wait_for_peer = false;
@@ -322,12 +323,7 @@ SYNCOPATE_DEVICE int NextJoinableStep(const FusedLaunchArgs& args) {
     }
     if (!wait_locally) {
       if (!wait_for_peer || kJoinPeerWaitNs == 0ull) return -1;
-      const unsigned long long now = GlobalTimerNs();
-      if (peer_wait_since == 0ull || peers_progress != peers_progress_then) {
-        peer_wait_since = now;
-        peers_progress_then = peers_progress;
-      }
-      if (now - peer_wait_since > kJoinPeerWaitNs) return -1;
+      if (peer_clock.ShouldLeave(GlobalTimerNs(), peers_progress, kJoinPeerWaitNs)) return -1;
     }
     if (!wait_locally && !wait_for_peer) return -1;  // nothing left to take
     if (!SpinRound(args, st, -1, blocked, seen)) return -2;
