@@ -48,34 +48,31 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
+# Runs `bash SCRIPT` with OUT=$final_out/SUB and the given variables, cut at LIMIT (a cut run's
+# MPS daemon, started in a session of its own, may outlive it: stopped here). Keeps the script's
+# logs.tgz and concurrent_rows.csv as $final_out/SUB_logs.tgz and SUB_rows.csv.
+scripted_step() {  # scripted_step SUB LIMIT SCRIPT [VAR=value ...]
+  local sub=$1 limit=$2 script=$3
+  shift 3
+  local dir=$final_out/$sub
+  mkdir -p "$dir"
+  env "$@" OUT="$dir" timeout "$limit" bash "$script"
+  local rc=$?
+  if ((rc == 124)); then
+    mps_kill_strays
+  fi
+  [[ -f $dir/logs.tgz ]] && mv "$dir/logs.tgz" "$final_out/${sub}_logs.tgz"
+  [[ -f $dir/concurrent_rows.csv ]] && mv "$dir/concurrent_rows.csv" "$final_out/${sub}_rows.csv"
+  rm -rf "$dir"
+  return $rc
+}
 run_step() {  # run_step NAME LIMIT
   local name=$1 limit=$2
   case $name in
-    ops_vs_torch)
-      mkdir -p "$final_out/ops"
-      OUT=$final_out/ops timeout "$limit" bash bench/ops/ops_vs_torch.sh
-      local rc=$?
-      # Cut by the timeout: its MPS daemon (started in a session of its own) may outlive it.
-      if ((rc == 124)); then
-        mps_kill_strays
-      fi
-      [[ -f $final_out/ops/logs.tgz ]] && mv "$final_out/ops/logs.tgz" "$final_out/ops_logs.tgz"
-      rm -rf "$final_out/ops"
-      return $rc
-      ;;
+    ops_vs_torch) scripted_step ops "$limit" bench/ops/ops_vs_torch.sh ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
-      mkdir -p "$final_out/push"
-      OUT=$final_out/push PLANS=reducescatter.direct PUSH="0 1 2" TORCH=0 TESTS=0 \
-        timeout "$limit" bash bench/multigpu/rs_plans_ab.sh
-      local rc=$?
-      if ((rc == 124)); then
-        mps_kill_strays
-      fi
-      [[ -f $final_out/push/logs.tgz ]] && mv "$final_out/push/logs.tgz" "$final_out/push_logs.tgz"
-      [[ -f $final_out/push/concurrent_rows.csv ]] &&
-        mv "$final_out/push/concurrent_rows.csv" "$final_out/push_rows.csv"
-      rm -rf "$final_out/push"
-      return $rc
+      scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
+        PUSH="0 1 2" TORCH=0 TESTS=0
       ;;
     ar_join | ar_late_45)
       local env=() dir=$final_out/$name
@@ -95,17 +92,9 @@ run_step() {  # run_step NAME LIMIT
       return $rc
       ;;
     stall_ring_oversubscribed)
-      mkdir -p "$final_out/stall"
-      OUT=$final_out/stall MODES=mps:8 WORLDS=4 PCT=50 WORKLOADS=rs BACKENDS=sm LAUNCHES=500 \
-        EXTRA="--rs-plan reducescatter.ring" STEP_TIMEOUT=$((limit - 10)) \
-        timeout "$limit" bash scripts/stall-matrix.sh
-      local rc=$?
-      if ((rc == 124)); then
-        mps_kill_strays
-      fi
-      [[ -f $final_out/stall/logs.tgz ]] && mv "$final_out/stall/logs.tgz" "$final_out/stall_logs.tgz"
-      rm -rf "$final_out/stall"
-      return $rc
+      scripted_step stall "$limit" scripts/stall-matrix.sh MODES=mps:8 WORLDS=4 PCT=50 \
+        WORKLOADS=rs BACKENDS=sm LAUNCHES=500 EXTRA="--rs-plan reducescatter.ring" \
+        STEP_TIMEOUT=$((limit - 10))
       ;;
     trace_test)
       STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" --gtest_filter='OpsTraceGpuTest.*'
