@@ -52,6 +52,11 @@ bool InPlaceAllowed() {
   return knob == nullptr || std::strcmp(knob, "0") != 0;
 }
 
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool Overlaps(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
+  return a < b + static_cast<CUdeviceptr>(b_bytes) && b < a + static_cast<CUdeviceptr>(a_bytes);
+}
+
 // SYNCOPATE_OPS_COMPUTE_CTAS=N (a developer knob, for A/B runs): a fused kernel's compute CTAs,
 // instead of every slot the comm CTAs leave (LaunchOptions::compute_ctas). With ranks sharing a
 // GPU, a grid that leaves slots free shows whether CTAs that start late (one rank's last few,
@@ -116,6 +121,11 @@ struct Variant {
   // C; the reductions: A): at M == bucket_m its layout is the workspace's, so a run points the
   // kernel at the caller's memory instead of copying (-1: always copy).
   int in_place_slot = -1;
+  // The slot of the rank-private result buffer (OpKernels::private_output) in the kernel that
+  // moves the chunks (fused: the GEMM's; unfused: the transfers'): at M == bucket_m a run points
+  // it at the caller's C, and the kernel's copies of the final chunks write the result there
+  // (-1: the result is copied out after the kernel).
+  int out_slot = -1;
   // The GEMM's slot of the weight B, which only this rank reads: each launch passes the run's B
   // there.
   int weight_slot = -1;
@@ -155,12 +165,14 @@ struct Op::Impl {
   absl::StatusOr<Variant*> VariantFor(int64_t m);
   absl::Status CheckRunArgs(const RunArgs& args) const;
   absl::Status Run(const RunArgs& args, CUstream stream);
-  // `in_place`: the caller's memory for v.in_place_slot, or 0 for the workspace's.
-  absl::Status Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b, CUdeviceptr in_place);
+  // `in_place`: the caller's memory for v.in_place_slot, `out` for v.out_slot; 0 for the
+  // workspace's.
+  absl::Status Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b, CUdeviceptr in_place,
+                      CUdeviceptr out = 0);
   // Where a fused launch of v writes its per-CTA records (LaunchTrace), or 0: not traced.
   CUdeviceptr TraceRecords(Variant& v, int64_t m, CUstream stream, const cuda::LaunchOptions& o);
-  CUdeviceptr InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
-                      CUdeviceptr b) const;
+  CUdeviceptr InPlace(const Variant& v, int slot, int64_t m, CUdeviceptr caller,
+                      int64_t caller_bytes, CUdeviceptr b) const;
   CUdeviceptr ShardAddress(int64_t bucket_m) const;
 };
 
@@ -255,6 +267,15 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
   // runs would still be right, through the copies, so it costs speed, not the op.
   absl::StatusOr<int> slot = rt->LocalOperandSlot(*v.gemm, v.kernels.in_place_operand);
   v.in_place_slot = slot.ok() && InPlaceAllowed() ? *slot : -1;
+  if (!v.kernels.private_output.empty()) {
+    // Rank-private by the plan's construction (op_config_test checks every shape it builds);
+    // per launch on the SM backend only, which every plan with reductions takes.
+    absl::StatusOr<int> out =
+        rt->LocalOperandSlot(v.path.fused ? *v.gemm : *v.comm, v.kernels.private_output);
+    v.out_slot =
+        out.ok() && InPlaceAllowed() && RuntimeBackend(v.path.backend) == cuda::Backend::kSm ? *out
+                                                                                             : -1;
+  }
   // A weight that moves (reloaded, synced, a temporary) would otherwise cost a binding, an
   // allocation and a synchronous upload on its first run, kept forever. Every op kernel takes B
   // per launch (op_config_test checks every shape it builds).
@@ -269,12 +290,11 @@ absl::Status Op::Impl::CompileVariant(Variant& v) {
 // aligned (vector and TMA accesses) and apart from the weight `b` (the GEMM reads B while it
 // writes C, and declares them not to alias; through the workspace, an overlap is only the
 // caller's later copy); else 0.
-CUdeviceptr Op::Impl::InPlace(const Variant& v, int64_t m, CUdeviceptr caller, int64_t caller_bytes,
-                              CUdeviceptr b) const {
+CUdeviceptr Op::Impl::InPlace(const Variant& v, int slot, int64_t m, CUdeviceptr caller,
+                              int64_t caller_bytes, CUdeviceptr b) const {
   constexpr CUdeviceptr kAlignment = 16;
-  if (v.in_place_slot < 0 || m != v.path.bucket_m || caller % kAlignment != 0) return 0;
-  const CUdeviceptr b_end = b + static_cast<CUdeviceptr>(config.k * config.n * kElementBytes);
-  if (caller < b_end && b < caller + static_cast<CUdeviceptr>(caller_bytes)) return 0;
+  if (slot < 0 || m != v.path.bucket_m || caller % kAlignment != 0) return 0;
+  if (Overlaps(caller, caller_bytes, b, config.k * config.n * kElementBytes)) return 0;
   return caller;
 }
 
@@ -313,6 +333,9 @@ absl::Status Op::Impl::BindVariant(Variant& v) {
       break;
     case OpKind::kMatmulAllReduce:
       operands = {{"A", a_padded.get()}, {"B", a_padded.get()}, {"C", data->local()}};
+      // Runs that cannot take the caller's C (another M than the bucket's) copy the result out
+      // of "data" afterwards; the kernel's copies into "out" then go to where they come from.
+      if (!v.kernels.private_output.empty()) operands[v.kernels.private_output] = data->local();
       break;
   }
   v.options = LaunchOptionsFor(v);
@@ -369,13 +392,16 @@ CUdeviceptr Op::Impl::TraceRecords(Variant& v, int64_t m, CUstream stream,
 }
 
 absl::Status Op::Impl::Launch(Variant& v, int64_t m, CUstream stream, CUdeviceptr b,
-                              CUdeviceptr in_place) {
+                              CUdeviceptr in_place, CUdeviceptr out) {
   cuda::LaunchOptions options = v.options;
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
+  if (out != 0) options.local_operands[v.out_slot] = reinterpret_cast<void*>(out);
   if (v.path.fused) {
-    options.local_operands = gemm_operands;
+    for (int i = 0; i < kMaxOperands; ++i) {
+      if (gemm_operands[i] != nullptr) options.local_operands[i] = gemm_operands[i];
+    }
     options.cta_trace = TraceRecords(v, m, stream, options);
     absl::Status launched = rt->Launch(*v.binding.gemm, stream, options);
     if (!launched.ok() && options.cta_trace != 0) trace->DropLast();
@@ -424,7 +450,8 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
       if (args.a != shard) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(shard, args.a, rows * a_row, stream));
       }
-      const CUdeviceptr c_in_place = InPlace(v, args.m, args.c, args.m * c_row, args.b);
+      const CUdeviceptr c_in_place =
+          InPlace(v, v.in_place_slot, args.m, args.c, args.m * c_row, args.b);
       RETURN_IF_ERROR(Launch(v, args.m, stream, args.b, c_in_place));
       if (c_in_place == 0) {
         RETURN_IF_ERROR(
@@ -438,16 +465,23 @@ absl::Status Op::Impl::Run(const RunArgs& args, CUstream stream) {
     }
     case OpKind::kMatmulReduceScatter:
     case OpKind::kMatmulAllReduce: {
-      const CUdeviceptr a_in_place = InPlace(v, args.m, args.a, args.m * a_row, args.b);
+      const CUdeviceptr a_in_place =
+          InPlace(v, v.in_place_slot, args.m, args.a, args.m * a_row, args.b);
       if (a_in_place == 0) {
         RETURN_IF_ERROR(
             CopySlabs(api, a_padded.get(), slab, args.a, rows, world, rows, a_row, stream));
       }
-      RETURN_IF_ERROR(Launch(v, args.m, stream, args.b, a_in_place));
+      // The kernel writes the caller's C while the GEMM may still read A: not where they meet.
+      const CUdeviceptr c_out =
+          Overlaps(args.c, args.m * c_row, args.a, args.m * a_row)
+              ? 0
+              : InPlace(v, v.out_slot, args.m, args.c, args.m * c_row, args.b);
+      RETURN_IF_ERROR(Launch(v, args.m, stream, args.b, a_in_place, c_out));
       if (config.kind == OpKind::kMatmulReduceScatter) {
         CU_RETURN_IF_ERROR(api.cuMemcpyAsync(args.c, output->local(), rows * c_row, stream));
         return absl::OkStatus();
       }
+      if (c_out != 0) return absl::OkStatus();
       return CopySlabs(api, args.c, rows, data->local(), slab, world, rows, c_row, stream);
     }
   }

@@ -64,6 +64,7 @@ void FillLaunch(const jit::GeneratedKernel& generated, v1::LaunchMetadata& launc
     out->set_needs_identity_fill(slot.needs_identity_fill);
     out->mutable_shape()->Add(slot.shape.begin(), slot.shape.end());
     out->set_bytes(slot.bytes);
+    out->set_rank_private(slot.rank_private);
   }
 }
 

@@ -197,9 +197,9 @@ std::vector<std::string> TemplateNames() {
           "allgather.two_level",     "reducescatter.ring",
           "reducescatter.direct",    "reducescatter.direct_inplace",
           "reducescatter.two_level", "allreduce.rs_ag",
-          "allreduce.direct",        "allreduce.split",
-          "allreduce.two_level",     "alltoall.uniform",
-          "alltoall.variable"};
+          "allreduce.direct",        "allreduce.direct_out",
+          "allreduce.split",         "allreduce.two_level",
+          "alltoall.uniform",        "alltoall.variable"};
 }
 
 absl::StatusOr<Plan> BuildTemplate(std::string_view name, const TemplateParams& params) {

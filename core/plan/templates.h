@@ -6,6 +6,8 @@
 //   ReduceScatter "input": each rank's full-size contribution (may be used as scratch);
 //                 "output": shard-sized, rank r ends with the reduction of shard r.
 //   AllReduce     "data": in place; every rank ends with the reduction of all ranks' data.
+//                 allreduce.direct_out also "out" (same shape and dtype, no initial data): every
+//                 rank ends with the same reduction there too.
 //   AllToAll      "send": rank r's blocks for every destination, concatenated along `axis`;
 //                 "recv": rank r's blocks from every source, concatenated along `axis`.
 // Shards split `shape[axis]` into world_size near-equal contiguous slabs (the first
@@ -32,13 +34,15 @@
 //   transfers between nodes, where node = rank / ranks_per_node); reducescatter.direct: round d
 //   on channel d - 1 (the own LOCAL_COPY on channel 0; direct_inplace: the owners' copies to
 //   "output" on channel W - 1); AllReduce: RS phase on channels [0, c),
-//   AG phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1).
+//   AG phase on [c, 2c) (c = 2 for two_level, W - 1 for direct, one channel per round, else 1);
+//   direct_out: the copies to "out" on channel 2c.
 // - after_compute: set exactly on transfers whose source is the executing rank's own data as its
 //   computation wrote it, untouched by any incoming transfer. ReduceScatter/AllReduce (always):
 //   the first transfers of each rank's contribution — ring step 0, every direct push and
 //   out-of-place own LOCAL_COPY, every two-level intra-node push (and the inter-node send when
 //   ranks_per_node == 1) — i.e. exactly the RS transfers without deps. Forwards of partial sums
-//   and AllReduce's AG sends are not marked (they depend on transfers). AllGather / AllToAll: the
+//   and AllReduce's AG sends are not marked (they depend on transfers), nor are direct_out's
+//   copies to "out" except at world 1, where they have no deps. AllGather / AllToAll: the
 //   owner's sends of its own shard / "send" blocks when `produced_by_compute` is set.
 // - Reductions into "input" (RS) and "data" (AR) land on slabs the destination's computation
 //   writes; the plan model has no cross-rank compute dependency, so the runtime must not let such
@@ -67,8 +71,12 @@
 //     (near-equal, same rule), each an rs_ag whose steps are offset by i * (W - 1), so slab
 //     i+1's RS shares steps with slab i's AG; direct = direct RS in place (round d's reductions
 //     on channel d-1), then each owner pushes its reduced chunk to every peer (round d on channel
-//     W-1+d-1), each push gated on the W-1 reductions into that chunk; two_level = two-level RS
-//     in place + two-level AG.
+//     W-1+d-1), each push gated on the W-1 reductions into that chunk; direct_out = direct, then
+//     each rank r copies every chunk of its "data" to the same region of its "out" (LOCAL_COPY,
+//     on the channel after the AG's, chunk-major: chunk k's own copy after its reductions, at step
+//     (k+1) * (W-1), then the peers' in arrival order, each after the push into r, at the push's
+//     step + 1); only r's own copies touch r's "out", so the runtime may bind it per launch to
+//     any memory (the caller's output); two_level = two-level RS in place + two-level AG.
 //   AllToAll: uniform: shape[axis] divisible by W, block = shape[axis] / W. variable: splits is
 //     W x W, non-negative, each row sum <= shape[axis] ("send" capacity; rows past the sum are
 //     unused). "recv" extent along axis = max column sum (at least 1); rank d's block from s sits
@@ -107,8 +115,8 @@ struct TemplateParams {
 
 // Template names: allgather.push, allgather.pull, allgather.ring, allgather.biring,
 // allgather.two_level, reducescatter.ring, reducescatter.direct, reducescatter.two_level,
-// reducescatter.direct_inplace, allreduce.rs_ag, allreduce.direct, allreduce.split,
-// allreduce.two_level, alltoall.uniform, alltoall.variable.
+// reducescatter.direct_inplace, allreduce.rs_ag, allreduce.direct, allreduce.direct_out,
+// allreduce.split, allreduce.two_level, alltoall.uniform, alltoall.variable.
 std::vector<std::string> TemplateNames();
 
 // Builds the plan named `name`. Impossible parameters (world size out of 1..64, axis out of range,

@@ -70,14 +70,20 @@ absl::Status AddAllGatherPush(PlanBuilder& b, const ShardLayout& l, const Gather
   return absl::OkStatus();
 }
 
-absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p) {
+absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p,
+                                ChunkPushes* pushes) {
   const int w = l.world();
+  if (pushes != nullptr) {
+    pushes->assign(w, std::vector<std::vector<int>>(l.chunks(), std::vector<int>(w, -1)));
+  }
   // Chunk-major, one channel per round: chunk k's round d at step k * (W-1) + d - 1 past the base.
   for (int k = 0; k < l.chunks(); ++k) {
     for (int d = 1; d < w; ++d) {
       for (int j = 0; j < w; ++j) {
-        b.Add(OwnerPush(l, p, j, k, (j + d) % w, p.channel_base + d - 1,
-                        p.step_base + k * (w - 1) + d - 1));
+        const int to = (j + d) % w;
+        const int handle = b.Add(
+            OwnerPush(l, p, j, k, to, p.channel_base + d - 1, p.step_base + k * (w - 1) + d - 1));
+        if (pushes != nullptr) (*pushes)[j][k][to] = handle;
       }
     }
   }

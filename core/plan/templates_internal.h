@@ -106,9 +106,14 @@ struct GatherPhase {
   int ranks_per_node = 0;  // two-level only
 };
 absl::Status AddAllGatherPush(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
+// [owner][chunk][dest] -> the handle of the push of chunk (owner, chunk) into dest (-1 where
+// dest == owner): what a transfer that reads the gathered chunk on dest waits for.
+using ChunkPushes = std::vector<std::vector<std::vector<int>>>;
 // Round d (every owner j pushes to j + d) on channel channel_base + d - 1, chunk-major: chunk k's
-// round d at step step_base + k * (W-1) + d - 1 (allreduce.direct's gather).
-absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
+// round d at step step_base + k * (W-1) + d - 1 (allreduce.direct's gather). `pushes`, if given,
+// is filled with the push handles.
+absl::Status AddAllGatherDirect(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p,
+                                ChunkPushes* pushes = nullptr);
 absl::Status AddAllGatherPull(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
 absl::Status AddAllGatherRing(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);
 absl::Status AddAllGatherBiring(PlanBuilder& b, const ShardLayout& l, const GatherPhase& p);

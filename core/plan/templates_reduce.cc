@@ -1,14 +1,15 @@
 // ReduceScatter templates (ring, direct, direct_inplace, two_level) and AllReduce templates (rs_ag,
-// direct, split, two_level), which compose a ReduceScatter phase in place with an AllGather phase
-// gated on it.
+// direct, direct_out, split, two_level), which compose a ReduceScatter phase in place with an
+// AllGather phase gated on it.
 //
 // after_compute rule for both families: a transfer gets after_compute exactly when its source is
 // the executing rank's own contribution as its computation wrote it (nothing has been reduced into
 // it yet): the first transfers of each rank's contribution. That is ring step 0, every direct
 // push, every two-level intra-node push, and the out-of-place LOCAL_COPY when it has no deps (and
-// the two-level inter-node send when ranks_per_node == 1). Transfers that forward a partial sum
-// depend on the reduction that landed in their source and are not marked; neither are AllReduce's
-// AllGather sends (they depend on the ReduceScatter). ValidatePlan models an after_compute source
+// the two-level inter-node send when ranks_per_node == 1; allreduce.direct_out's copies at world
+// 1). Transfers that forward a partial sum depend on the reduction that landed in their source and
+// are not marked; neither are AllReduce's AllGather sends (they depend on the ReduceScatter), nor
+// allreduce.direct_out's copies at larger worlds. ValidatePlan models an after_compute source
 // as exactly the rank's own contribution, so marking a forward would be wrong, not just redundant.
 //
 // Ordering obligation outside the plan model: reductions into "input" (RS) or "data" (AR) land on
@@ -218,9 +219,12 @@ absl::StatusOr<ChunkDeps> AddScatterPhase(std::string_view algo, PlanBuilder& b,
   return AddReduceScatterTwoLevel(b, l, p);
 }
 
-// "data" starts valid everywhere and must end as the reduction of every rank's data.
-void AddAllReduceContract(PlanBuilder& b, const TemplateParams& params) {
+// "data" starts valid everywhere and must end as the reduction of every rank's data; with `out`,
+// so must that buffer (same shape and dtype), which starts with nothing.
+void AddAllReduceContract(PlanBuilder& b, const TemplateParams& params,
+                          const std::string& out = "") {
   b.AddBuffer(MakeBuffer("data", params.dtype, params.shape));
+  if (!out.empty()) b.AddBuffer(MakeBuffer(out, params.dtype, params.shape));
   const Region whole = Region::Whole(params.shape);
   std::vector<Contribution> sources;
   for (int q = 0; q < params.world_size; ++q) sources.push_back({q, "data", whole});
@@ -228,6 +232,10 @@ void AddAllReduceContract(PlanBuilder& b, const TemplateParams& params) {
     b.AddInitial(r, "data", whole);
     b.AddExpectation(Expectation{
         .rank = r, .buffer = "data", .region = whole, .op = params.op, .sources = sources});
+    if (!out.empty()) {
+      b.AddExpectation(Expectation{
+          .rank = r, .buffer = out, .region = whole, .op = params.op, .sources = sources});
+    }
   }
 }
 
@@ -272,11 +280,24 @@ absl::StatusOr<Plan> BuildAllReduceSplit(const TemplateParams& params) {
 // gather one more, where the rings chain 2(W-1) dependent hops; every channel is chunk-major, and
 // chunk k's pushes take steps after its reductions'. The push into q overwrites q's partial of
 // (j, k), which q's own reduction read: the push depends on that reduction having landed.
-absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const ShardLayout& layout) {
+//
+// allreduce.direct_out: the same, plus every rank r copies each chunk (j, k) of its "data" into
+// the same region of "out" (LOCAL_COPY on the channel after the gather's) once the chunk is final
+// on r: its own chunks after the W-1 reductions into them, a peer's after that peer's push into r.
+// Only r's own copies touch r's "out", so no peer ever addresses it and the runtime may bind it
+// to any device memory per launch (the caller's output tensor), which saves the copy an op would
+// otherwise run after the kernel. The copy channel is chunk-major (chunk k's own copy, then its
+// peers' in arrival order, round d's from r - d) so that chunk k's copies never queue behind a
+// later chunk's; the own copy takes step (k+1) * (W-1), after its reductions', and the copy of
+// round d's push the push's step + 1 (the last one ties with chunk k+1's own copy and precedes
+// it by insertion order). World 1: one copy per chunk with no deps, of data as computed.
+absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const ShardLayout& layout,
+                                          bool copy_out) {
   const int w = params.world_size;
   const int rounds = std::max(1, w - 1);
-  PlanBuilder b("allreduce.direct", CollectiveKind::kAllReduce, w, 2 * rounds);
-  AddAllReduceContract(b, params);
+  PlanBuilder b(copy_out ? "allreduce.direct_out" : "allreduce.direct", CollectiveKind::kAllReduce,
+                w, 2 * rounds + (copy_out ? 1 : 0));
+  AddAllReduceContract(b, params, copy_out ? "out" : "");
   ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
   ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterDirect(b, layout, rs));
   GatherPhase ag{.buffer = "data",
@@ -284,7 +305,27 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
                  .step_base = w - 1,
                  .ready = &done,
                  .owner_after_compute = false};
-  RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag));
+  ChunkPushes pushes;
+  RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag, &pushes));
+  if (!copy_out) return std::move(b).Finish();
+  auto copy = [&](int r, int j, int k, std::vector<int> deps, int step) {
+    const Region region = layout.ChunkRegion(j, k);
+    Transfer t = MakeTransfer(TransferKind::kLocalCopy, r, r, 2 * rounds, "data", region, "out",
+                              region, layout.GlobalChunk(j, k), step);
+    t.after_compute = deps.empty();
+    t.deps = std::move(deps);
+    b.Add(std::move(t));
+  };
+  for (int k = 0; k < layout.chunks(); ++k) {
+    const int chunk_step = (w - 1) + k * (w - 1);
+    for (int r = 0; r < w; ++r) {
+      copy(r, r, k, done[r][k], chunk_step);
+      for (int d = 1; d < w; ++d) {
+        const int j = (r - d + w) % w;
+        copy(r, j, k, {pushes[j][k][r]}, chunk_step + d);
+      }
+    }
+  }
   return std::move(b).Finish();
 }
 
@@ -341,7 +382,9 @@ absl::StatusOr<Plan> BuildAllReduce(std::string_view algo, const TemplateParams&
   ShardLayout layout(params.shape, params.axis, w, params.chunks_per_shard,
                      Range{0, params.shape[params.axis]});
   RETURN_IF_ERROR(CheckShardExtent(layout, params, "shape[axis]"));
-  if (algo == "direct") return BuildAllReduceDirect(params, layout);
+  if (algo == "direct" || algo == "direct_out") {
+    return BuildAllReduceDirect(params, layout, /*copy_out=*/algo == "direct_out");
+  }
   const bool two_level = algo == "two_level";
   if (two_level) RETURN_IF_ERROR(CheckRanksPerNode(params));
 

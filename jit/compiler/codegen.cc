@@ -182,11 +182,14 @@ std::vector<std::string> SpecLines(const KernelSpec& spec, const std::vector<Ope
     for (const OperandSpec* o : spec.Operands()) {
       if (o->name == s.name && s.kernel_param) op = o;
     }
-    lines.push_back(absl::StrCat(
-        "  ", s.slot, ": ", s.name, " ", plan::DTypeName(s.dtype), " [", absl::StrJoin(s.shape, ", "),
-        "] ", s.kernel_param ? OperandRoleName(s.role) : "plan-only",
-        s.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", s.buffer, "\""),
-        op != nullptr ? absl::StrCat(", footprint ", FootprintString(*op)) : ""));
+    lines.push_back(
+        absl::StrCat("  ", s.slot, ": ", s.name, " ", plan::DTypeName(s.dtype), " [",
+                     absl::StrJoin(s.shape, ", "), "] ",
+                     s.kernel_param   ? OperandRoleName(s.role)
+                     : s.rank_private ? "plan-only, rank-private"
+                                      : "plan-only",
+                     s.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", s.buffer, "\""),
+                     op != nullptr ? absl::StrCat(", footprint ", FootprintString(*op)) : ""));
   }
   std::vector<std::string> scalars;
   for (const KernelParam& p : spec.params) {

@@ -70,13 +70,17 @@ absl::StatusOr<std::vector<int>> ArrivalDepths(const plan::Plan& plan,
 absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
                                                     const KernelSpec& spec) {
   std::vector<OperandSlot> slots = SpecOperandSlots(spec);
-  // Plan buffers transfers touch but no operand binds, in plan buffer order.
-  std::vector<char> used(plan.buffers.size(), 0);
+  // Plan buffers transfers touch but no operand binds, in plan buffer order; and whether a
+  // transfer other than a local copy touches each (then a peer addresses it).
+  std::vector<char> used(plan.buffers.size(), 0), peers_touch(plan.buffers.size(), 0);
   for (const plan::RankPlan& rp : plan.ranks) {
     for (const auto& channel : rp.channels) {
       for (const plan::Transfer& t : channel) {
         for (size_t b = 0; b < plan.buffers.size(); ++b) {
-          if (plan.buffers[b].name == t.src_buffer || plan.buffers[b].name == t.dst_buffer) used[b] = 1;
+          if (plan.buffers[b].name != t.src_buffer && plan.buffers[b].name != t.dst_buffer)
+            continue;
+          used[b] = 1;
+          if (t.kind != plan::TransferKind::kLocalCopy || t.peer != t.rank) peers_touch[b] = 1;
         }
       }
     }
@@ -91,6 +95,7 @@ absl::StatusOr<std::vector<OperandSlot>> BuildSlots(const plan::Plan& plan,
     s.dtype = buf.dtype;
     s.role = OperandRole::kLocal;
     s.kernel_param = false;
+    s.rank_private = !peers_touch[b];
     s.shape = buf.shape;
     s.bytes = plan::DTypeSize(buf.dtype) * buf.NumElements();
     slots.push_back(std::move(s));
@@ -584,8 +589,11 @@ int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer)
 }
 
 bool IsPerLaunchOperand(const OperandSlot& slot) {
-  return slot.role == OperandRole::kLocal && slot.kernel_param && slot.buffer.empty();
+  return (slot.role == OperandRole::kLocal && slot.kernel_param && slot.buffer.empty()) ||
+         slot.rank_private;
 }
+
+bool IsCopyProgramOperand(const OperandSlot& slot) { return !slot.buffer.empty(); }
 
 absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
                                          std::string_view name) {
@@ -595,7 +603,7 @@ absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
       return absl::InvalidArgumentError(absl::StrCat(
           "operand '", slot.name, "' (", OperandRoleName(slot.role),
           slot.buffer.empty() ? "" : absl::StrCat(", plan buffer \"", slot.buffer, "\""),
-          slot.kernel_param ? "" : ", not a kernel parameter",
+          slot.kernel_param ? "" : ", not a kernel parameter, and a peer addresses it",
           ") is not local to this rank: its pointer is fixed by the binding"));
     }
     return slot.slot;

@@ -77,6 +77,11 @@ struct OperandSlot {
   // Some reduce transfer lands here and no operand of the kernel produces it: the runtime must
   // fill it with the reduction's identity (0 for sum) before the launch (plan.h's reduce rule).
   bool needs_identity_fill = false;
+  // A plan-only slot that only its own rank's LOCAL_COPY transfers touch: no peer addresses it,
+  // so the runtime may bind any device memory there, and an SM-backend launch may point it at a
+  // caller's memory for that launch alone (allreduce.direct_out's "out": the caller's output
+  // written by the kernel, not copied after it).
+  bool rank_private = false;
   plan::Shape shape;
   int64_t bytes = 0;
 };
@@ -192,8 +197,13 @@ std::vector<OperandSlot> SpecOperandSlots(const KernelSpec& spec);
 int SlotOfBuffer(const std::vector<OperandSlot>& slots, std::string_view buffer);
 
 // Whether a launch may point `slot` at other memory for that launch alone: a kernel parameter
-// of the kernel's own (no plan buffer), so no peer and no copy program addresses it.
+// of the kernel's own (no plan buffer), so no peer and no copy program addresses it; or a
+// rank-private plan buffer, which no peer addresses but a copy-engine launch's copy program does
+// (the runtime refuses those there: IsCopyProgramOperand).
 bool IsPerLaunchOperand(const OperandSlot& slot);
+// Whether a copy-engine launch's host-built copy program holds `slot`'s bound address: a plan
+// buffer. A per-launch pointer there would be used by the kernel but not by the copies.
+bool IsCopyProgramOperand(const OperandSlot& slot);
 // The slot of operand `name` in `slots` if IsPerLaunchOperand; else InvalidArgument naming why.
 absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
                                          std::string_view name);

@@ -1,6 +1,8 @@
 // Plans and kernel specs of the ops and the tp bench; see op_kernels.h.
 #include "ops/core/op_kernels.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/plan/templates.h"
@@ -48,14 +50,21 @@ absl::Status RebindOutputToData(jit::KernelSpec& spec) {
   return absl::InternalError("the ReduceScatter GEMM spec has no operand C");
 }
 
+// allreduce.direct_out's buffer that only its own rank's copies write (jit::OperandSlot::
+// rank_private).
+constexpr char kPrivateOutput[] = "out";
+
 }  // namespace
 
 // allreduce.direct rather than rs_ag: at 4 ranks (H100, MPS 25% each, 8B M=2048, same call) its
 // transfers alone took 0.241 ms against the rings' 0.291, and the unfused op 0.664 against
 // 0.722 (bench/RESULTS.md, twelfth session); at 2 ranks the two plans are the same transfers.
+// Its _out form also copies each final chunk into a buffer no peer addresses, which a run points
+// at the caller's C: the kernel writes the result there while it runs instead of a copy of the
+// whole output after it (128 MB at 70B, M=8192).
 std::string DefaultPlanTemplate(Collective collective) {
   static constexpr const char* kTemplates[] = {"allgather.push", "reducescatter.direct",
-                                               "allreduce.direct"};
+                                               "allreduce.direct_out"};
   const int i = static_cast<int>(collective);
   return i >= 0 && i < 3 ? kTemplates[i] : "";
 }
@@ -100,6 +109,9 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
   for (const plan::Transfer* t : out.plan.TransfersById()) {
     if (t != nullptr && t->reduce != plan::ReduceOp::kNone) out.has_reductions = true;
   }
+  if (r.collective == Collective::kAllReduce && out.plan.FindBuffer(kPrivateOutput) != nullptr) {
+    out.private_output = kPrivateOutput;
+  }
   out.gemm_spec.push_tiles = r.push_tiles;
   out.comm_spec = out.gemm_spec;
   out.comm_spec.push_tiles = false;
@@ -141,6 +153,13 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
   request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
   request.chunks = b.path.chunks;
   request.push_tiles = b.path.tile_parts;
+  // SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
+  // `ops_bench --fill-cache` too, or the kernels compile on the GPU): the AllReduce's plan
+  // instead of the default, e.g. allreduce.direct, whose result a copy after the kernel fetches.
+  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+      knob != nullptr && *knob != '\0' && request.collective == Collective::kAllReduce) {
+    request.plan_template = knob;
+  }
   request.cc = cc;
   if (!config.cache_dir.empty()) {
     ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,

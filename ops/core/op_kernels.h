@@ -52,6 +52,10 @@ struct OpKernels {
   // the caller (AllGather: its output C; the reductions: their input A). The runtime must find
   // it local (jit::PerLaunchOperandSlot), else runs copy it.
   std::string in_place_operand;
+  // The rank-private plan buffer the kernels also copy the result into ("out" of
+  // allreduce.direct_out), which a run at a bucket's own M points at the caller's C, so no copy
+  // follows the kernel; "" = none (the result is copied out of result_buffer).
+  std::string private_output;
   bool has_reductions = false;  // the copy-engine backend cannot run this plan
   std::string gemm_source;      // jit::ExampleKernelSource name of the GEMM
 };

@@ -175,7 +175,9 @@ absl::StatusOr<std::unique_ptr<BoundKernel>> OverlapRuntime::Bind(
     used.insert(it->first);
     const CUdeviceptr ptr = it->second;
     b->operands_[slot.slot] = reinterpret_cast<void*>(ptr);
-    const bool shared = slot.role != jit::OperandRole::kLocal || !slot.kernel_param;
+    // A rank-private plan buffer is addressed by this rank's own copies only.
+    const bool shared =
+        !slot.rank_private && (slot.role != jit::OperandRole::kLocal || !slot.kernel_param);
     // Find the symmetric buffer holding ptr, for the peers' addresses.
     const SymmetricBuffer* sym = nullptr;
     for (const std::string& name : {slot.buffer, slot.name, it->first}) {
@@ -389,7 +391,7 @@ namespace {
 
 // InvalidArgument for a per-launch operand in a slot peers or the copy engine also address:
 // the kernel would use the caller's pointer for this rank while they keep the bound one.
-absl::Status CheckLocalOperands(const jit::LaunchMetadata& md,
+absl::Status CheckLocalOperands(const jit::LaunchMetadata& md, Backend backend,
                                 const std::array<void*, kMaxOperands>& local_operands) {
   for (int i = 0; i < kMaxOperands; ++i) {
     if (local_operands[i] == nullptr) continue;
@@ -403,6 +405,12 @@ absl::Status CheckLocalOperands(const jit::LaunchMetadata& md,
                                                                 "' is not local to this rank (see "
                                                                 "LocalOperandSlot)")));
     }
+    if (backend == Backend::kCopyEngine && jit::IsCopyProgramOperand(*slot)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "local_operands[", i, "]: plan buffer \"", slot->buffer,
+          "\" is moved by the copy engine's copy program at its bound address; a per-launch "
+          "pointer there needs the SM backend"));
+    }
   }
   return absl::OkStatus();
 }
@@ -411,7 +419,8 @@ absl::Status CheckLocalOperands(const jit::LaunchMetadata& md,
 
 absl::Status OverlapRuntime::Launch(BoundKernel& bound, CUstream stream,
                                     const LaunchOptions& options) {
-  RETURN_IF_ERROR(CheckLocalOperands(bound.kernel_->metadata(), options.local_operands));
+  RETURN_IF_ERROR(
+      CheckLocalOperands(bound.kernel_->metadata(), options.backend, options.local_operands));
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options, stream));
   return group_->Launch(*l, stream,
                         LaunchSettings{options.timeout, options.cta_trace, options.dynamic_tiles,
@@ -464,7 +473,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
                                          const LocalLaunchOptions& options) {
   const FusedKernel& k = *bound.kernel_;
   const jit::LaunchMetadata& md = k.local_metadata();
-  RETURN_IF_ERROR(CheckLocalOperands(md, options.operands));
+  // The local variant moves nothing: no copy program holds an address.
+  RETURN_IF_ERROR(CheckLocalOperands(md, Backend::kSm, options.operands));
   if (k.local_fn_ == nullptr) {
     RETURN_IF_ERROR(RefuseIfCapturing(api(), stream, "local launch of this kernel"));
   }
@@ -485,7 +495,8 @@ absl::Status OverlapRuntime::LaunchLocal(const BoundKernel& bound, CUstream stre
 
 absl::StatusOr<std::unique_ptr<LaunchGraph>> OverlapRuntime::CaptureGraph(
     BoundKernel& bound, const LaunchOptions& options) {
-  RETURN_IF_ERROR(CheckLocalOperands(bound.kernel_->metadata(), options.local_operands));
+  RETURN_IF_ERROR(
+      CheckLocalOperands(bound.kernel_->metadata(), options.backend, options.local_operands));
   ASSIGN_OR_RETURN(const KernelLaunch* l, Prepare(bound, options));
   // The graph keeps these pointers for every replay.
   return group_->CaptureGraph(

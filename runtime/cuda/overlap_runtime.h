@@ -135,7 +135,9 @@ struct LaunchOptions {
   bool prefer_copy_engines = true;
   // This launch's pointers for operand slots that only this rank touches (LocalOperandSlot), in
   // place of the bound ones; nullptr keeps the binding's. No peer maps them, so they may change
-  // from launch to launch without a new binding: a caller's output written in place.
+  // from launch to launch without a new binding: a caller's output written in place. A
+  // rank-private plan buffer (jit::OperandSlot::rank_private) qualifies on the SM backend only:
+  // the copy engine's copy program holds the bound address.
   std::array<void*, kMaxOperands> local_operands{};
 };
 

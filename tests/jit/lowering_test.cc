@@ -18,6 +18,7 @@ namespace {
 
 using testing::AllGatherPlan;
 using testing::ReduceScatterPlan;
+using testing::RowSplitPlan;
 
 // Element membership of `region` in a buffer with `strides` and `size` elements.
 std::vector<char> Mask(const plan::Region& region, const std::vector<int64_t>& strides,
@@ -322,6 +323,48 @@ INSTANTIATE_TEST_SUITE_P(Matrix, GemmReduceScatterLoweringTest,
                                             ::testing::Values(2, 3, 4, 8),
                                             ::testing::Values(1, 2, 3, 5, 8),
                                             ::testing::Values(16, 64), ::testing::Values(32, 64)));
+
+// allreduce.direct_out's "out" is touched only by each rank's own local copies: rank-private,
+// so a launch may point it at a caller's memory; "data", which peers push into, is not. The same
+// holds for direct_inplace's "output" (only the owners' copies write it), and not for the
+// direct ReduceScatter's, which peers reduce into.
+TEST(LoweringTest, ABufferOnlyLocalCopiesTouchIsRankPrivate) {
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "world " << world);
+    const plan::Plan ar =
+        RowSplitPlan("allreduce.direct_out", world, 256, 64, 2, plan::DType::kBF16);
+    KernelSpec spec = GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64);
+    for (KernelParam& param : spec.params) {
+      if (auto* op = std::get_if<OperandSpec>(&param); op != nullptr && op->name == "C") {
+        op->buffer = "data";
+      }
+    }
+    absl::StatusOr<LoweredSchedule> lw = Lower(ar, spec);
+    ASSERT_TRUE(lw.ok()) << lw.status();
+    const int out = SlotOfBuffer(lw->slots, "out");
+    ASSERT_GE(out, 0);
+    EXPECT_TRUE(lw->slots[out].rank_private);
+    EXPECT_TRUE(IsPerLaunchOperand(lw->slots[out]));
+    EXPECT_TRUE(IsCopyProgramOperand(lw->slots[out]));
+    absl::StatusOr<int> per_launch = PerLaunchOperandSlot(lw->slots, "out");
+    ASSERT_TRUE(per_launch.ok()) << per_launch.status();
+    EXPECT_EQ(*per_launch, out);
+    const int data = SlotOfBuffer(lw->slots, "data");
+    ASSERT_GE(data, 0);
+    EXPECT_FALSE(lw->slots[data].rank_private);
+    EXPECT_FALSE(PerLaunchOperandSlot(lw->slots, "C").ok());
+
+    for (const std::string algo : {"direct", "direct_inplace"}) {
+      const plan::Plan rs = ReduceScatterPlan(algo, world, 256, 64, 2);
+      absl::StatusOr<LoweredSchedule> rs_lw =
+          Lower(rs, GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64));
+      ASSERT_TRUE(rs_lw.ok()) << rs_lw.status();
+      const int output = SlotOfBuffer(rs_lw->slots, "output");
+      ASSERT_GE(output, 0);
+      EXPECT_EQ(rs_lw->slots[output].rank_private, algo == "direct_inplace") << algo;
+    }
+  }
+}
 
 // push_tiles: the direct ReduceScatter's chunks all move in tile parts (none guarded, the
 // output's slabs single boxes), so no transfer program is left; the ring's hops that land on
@@ -810,7 +853,8 @@ TEST(NodeMapLoweringTest, EveryTemplateOnTwoNodes) {
   const std::set<std::string> refused = {
       "allgather.pull",          "reducescatter.ring",  "reducescatter.direct",
       "reducescatter.two_level", "allreduce.rs_ag",     "allreduce.direct",
-      "allreduce.split",         "allreduce.two_level", "reducescatter.direct_inplace"};
+      "allreduce.split",         "allreduce.two_level", "reducescatter.direct_inplace",
+      "allreduce.direct_out"};
   std::set<std::string> got_lowers, got_refused;
   for (const std::string& name : plan::TemplateNames()) {
     SCOPED_TRACE(name);

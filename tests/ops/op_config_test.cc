@@ -327,7 +327,8 @@ absl::StatusOr<jit::GeneratedKernel> GenerateFused(const OpKernels& k) {
 
 // Op::Run points the GEMM at the caller's own tensor at a bucket's M (AllGather: C; the
 // reductions: A), and at the run's weight B, only through slots no peer maps: kernel
-// parameters that are no plan buffer.
+// parameters that are no plan buffer; and the AllReduce at the caller's C, through its rank-private
+// "out".
 // Were it one, the runtime would refuse the slot and every run would fall back to copying. The
 // fused kernel and the local one (the unfused path's GEMM) must give it the same slot.
 TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
@@ -357,6 +358,19 @@ TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
               jit::PerLaunchOperandSlot(jit::SpecOperandSlots(k->gemm_spec), operand);
           ASSERT_TRUE(local_slot.ok()) << local_slot.status();
           EXPECT_EQ(*slot, *local_slot) << operand;
+        }
+        // The AllReduce's result: the kernels' copies into "out", which a run points at the
+        // caller's C, in the fused kernel and in the unfused path's transfers alike.
+        EXPECT_EQ(k->private_output, collective == Collective::kAllReduce ? "out" : "");
+        if (collective == Collective::kAllReduce) {
+          absl::StatusOr<jit::GeneratedKernel> comm =
+              jit::GenerateFusedKernel(k->plan, k->comm_spec, CommOnlySource());
+          ASSERT_TRUE(comm.ok()) << comm.status();
+          for (const jit::GeneratedKernel* kernel : {&*fused, &*comm}) {
+            absl::StatusOr<int> out =
+                jit::PerLaunchOperandSlot(kernel->metadata.operands, k->private_output);
+            EXPECT_TRUE(out.ok()) << out.status();
+          }
         }
       }
     }

@@ -3,6 +3,7 @@
 // buffer/chunk/signal/after_compute conventions hold; bad parameters give errors naming them.
 #include "core/plan/templates.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -103,14 +104,14 @@ INSTANTIATE_TEST_SUITE_P(AllTemplates, TemplateProperty, ::testing::ValuesIn(Tem
 
 using ::syncopate::plan::testing::Params;
 
-TEST(TemplatesTest, NamesAreTheDocumentedFifteen) {
+TEST(TemplatesTest, NamesAreTheDocumentedSixteen) {
   EXPECT_THAT(TemplateNames(),
               ::testing::ElementsAre(
                   "allgather.push", "allgather.pull", "allgather.ring", "allgather.biring",
                   "allgather.two_level", "reducescatter.ring", "reducescatter.direct",
                   "reducescatter.direct_inplace", "reducescatter.two_level", "allreduce.rs_ag",
-                  "allreduce.direct", "allreduce.split", "allreduce.two_level", "alltoall.uniform",
-                  "alltoall.variable"));
+                  "allreduce.direct", "allreduce.direct_out", "allreduce.split",
+                  "allreduce.two_level", "alltoall.uniform", "alltoall.variable"));
 }
 
 TEST(TemplatesTest, AllGatherShardsAndChunks) {
@@ -310,6 +311,127 @@ TEST(TemplatesTest, AllReduceGatherWaitsForReduction) {
     EXPECT_LT(rs->step, t->step);  // chunk-major on both channels: the reduction sorts first
   }
   EXPECT_EQ(owner_sends, 8);
+}
+
+// allreduce.direct_out at the world sizes and chunk counts the fused ops use, split too: valid,
+// every rank's "data" and "out" hold the reduction, and the channels drain.
+TEST(TemplatesTest, AllReduceDirectOutValidAtEveryWorldAndChunkCount) {
+  uint64_t seed = kSeed;
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (int chunks : {1, 2, 4}) {
+      TemplateParams p = Params(world, {int64_t{world} * chunks * 2 + 1, 3}, chunks);
+      BuildAndCheck(Case{"allreduce.direct_out", p, seed++});
+      if (HasFatalFailure()) return;
+      absl::StatusOr<Plan> plan = BuildTemplate("allreduce.direct_out", p);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->FindBuffer("out")->shape, p.shape);
+      EXPECT_EQ(plan->FindBuffer("out")->dtype, p.dtype);
+      absl::StatusOr<Plan> split = SplitPlan(*plan, 2);
+      ASSERT_TRUE(split.ok()) << split.status();
+      absl::Status valid = ValidatePlan(*split);
+      EXPECT_TRUE(valid.ok()) << "world " << world << " chunks " << chunks << ": " << valid;
+    }
+  }
+}
+
+// No peer ever addresses "out": only the rank's own LOCAL_COPYs from "data" touch it, one per
+// chunk of the whole tensor, so the runtime may bind it to any memory per launch.
+TEST(TemplatesTest, AllReduceDirectOutTouchesOutOnlyByOwnLocalCopies) {
+  for (int world : {1, 2, 3, 4, 8}) {
+    const int chunks = 2;
+    absl::StatusOr<Plan> plan =
+        BuildTemplate("allreduce.direct_out", Params(world, {int64_t{world} * chunks * 2}, chunks));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::map<int, int> copies;  // rank -> copies into its "out"
+    for (const Transfer* t : plan->TransfersById()) {
+      if (t->src_buffer != "out" && t->dst_buffer != "out") continue;
+      EXPECT_EQ(t->kind, TransferKind::kLocalCopy) << "transfer " << t->id;
+      EXPECT_EQ(t->peer, t->rank) << "transfer " << t->id;
+      EXPECT_EQ(t->src_buffer, "data") << "transfer " << t->id;
+      EXPECT_EQ(t->dst_buffer, "out") << "transfer " << t->id;
+      EXPECT_EQ(t->src_region, t->dst_region) << "transfer " << t->id;
+      EXPECT_EQ(t->reduce, ReduceOp::kNone) << "transfer " << t->id;
+      ++copies[t->rank];
+    }
+    for (int r = 0; r < world; ++r) EXPECT_EQ(copies[r], world * chunks) << "rank " << r;
+    for (const RankPlan& rp : plan->ranks) EXPECT_EQ(rp.initial.count("out"), 0u);
+  }
+}
+
+// The copies of rank r sit alone on the channel after the gather's, chunk-major: chunk k's own
+// copy, then the peers' chunk k in arrival order (round d's push comes from r - d); each waits
+// for exactly what makes its chunk final on r: the W-1 reductions into an own chunk, the owner's
+// push into r for a peer's.
+TEST(TemplatesTest, AllReduceDirectOutCopiesChunkMajorAfterTheChunkIsFinal) {
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (int chunks : {1, 3}) {
+      absl::StatusOr<Plan> plan = BuildTemplate(
+          "allreduce.direct_out", Params(world, {int64_t{world} * chunks * 2}, chunks));
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const std::vector<const Transfer*> by_id = plan->TransfersById();
+      const int copy_channel = 2 * std::max(1, world - 1);
+      for (int r = 0; r < world; ++r) {
+        SCOPED_TRACE(absl::StrCat("world ", world, " chunks ", chunks, " rank ", r));
+        ASSERT_EQ(plan->ranks[r].channels.size(), static_cast<size_t>(copy_channel + 1));
+        for (int c = 0; c < copy_channel; ++c) {
+          for (const Transfer& t : plan->ranks[r].channels[c]) EXPECT_NE(t.dst_buffer, "out");
+        }
+        const std::vector<Transfer>& channel = plan->ranks[r].channels[copy_channel];
+        ASSERT_EQ(channel.size(), static_cast<size_t>(world * chunks));
+        for (size_t i = 0; i < channel.size(); ++i) {
+          const Transfer& t = channel[i];
+          const int k = static_cast<int>(i) / world, d = static_cast<int>(i) % world;
+          const int owner = (r - d + world) % world;
+          EXPECT_EQ(t.dst_buffer, "out") << "position " << i;
+          EXPECT_EQ(t.chunk, owner * chunks + k) << "position " << i;
+          if (d == 0) {
+            EXPECT_EQ(t.deps.size(), static_cast<size_t>(world - 1)) << "position " << i;
+            EXPECT_EQ(t.after_compute, world == 1);
+            std::set<int> from;
+            for (int dep : t.deps) {
+              const Transfer* rs = by_id[dep];
+              EXPECT_EQ(rs->reduce, ReduceOp::kSum);
+              EXPECT_EQ(rs->peer, r);
+              EXPECT_EQ(rs->chunk, t.chunk);
+              EXPECT_EQ(rs->dst_region, t.src_region);
+              from.insert(rs->rank);
+            }
+            EXPECT_EQ(from.size(), static_cast<size_t>(world - 1)) << "position " << i;
+          } else {
+            EXPECT_FALSE(t.after_compute);
+            ASSERT_EQ(t.deps.size(), 1u) << "position " << i;
+            const Transfer* push = by_id[t.deps[0]];
+            EXPECT_EQ(push->kind, TransferKind::kPush);
+            EXPECT_EQ(push->reduce, ReduceOp::kNone);
+            EXPECT_EQ(push->rank, owner);
+            EXPECT_EQ(push->peer, r);
+            EXPECT_EQ(push->chunk, t.chunk);
+            EXPECT_EQ(push->dst_buffer, "data");
+            EXPECT_EQ(push->dst_region, t.src_region);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The dependencies are what makes the copies correct: dropping any one copy's lets it read the
+// chunk while a reduction or the gather still lands in it, a race the validator reports.
+TEST(TemplatesTest, AllReduceDirectOutCopyWithoutItsDepsIsInvalid) {
+  const int world = 3, chunks = 2;
+  absl::StatusOr<Plan> plan =
+      BuildTemplate("allreduce.direct_out", Params(world, {int64_t{world} * chunks * 2}, chunks));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(ValidatePlan(*plan).ok());
+  const int copy_channel = 2 * (world - 1);
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < plan->ranks[r].channels[copy_channel].size(); ++i) {
+      Plan broken = *plan;
+      broken.ranks[r].channels[copy_channel][i].deps.clear();
+      const absl::Status valid = ValidatePlan(broken);
+      EXPECT_THAT(valid.message(), HasSubstr("race")) << "rank " << r << " copy " << i;
+    }
+  }
 }
 
 TEST(TemplatesTest, AllReduceSplitStaggersSubCollectives) {
