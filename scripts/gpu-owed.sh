@@ -27,6 +27,11 @@
 #                   the GPU: the case the joined CTAs' bound exists for, now that they follow the
 #                   peers' tile progress; 500 launches per chunk count, SM backend, 0 stalls expected
 #                   (scripts/stall-matrix.sh)
+#   ar_plan_direct, ar_plan_direct_out  the ops' AllReduce beside torch.ops.symm_mem on every
+#                   model (ops_vs_torch.sh, KINDS=ar) with the plan whose result is copied out
+#                   after the kernel (SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct; fill the
+#                   build host's cache with it too) and with the default, whose kernel writes
+#                   the caller's C (allreduce.direct_out)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
@@ -44,7 +49,8 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_8]=260 [protocol_ts_1]=90 [protocol_mps_1]=120 [ops_mps_1]=100 [ops_mps_32]=100
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
-                  [stall_ring_oversubscribed]=150 [ar_late_45]=40)
+                  [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
+                  [ar_plan_direct_out]=70)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -70,6 +76,11 @@ run_step() {  # run_step NAME LIMIT
   local name=$1 limit=$2
   case $name in
     ops_vs_torch) scripted_step ops "$limit" bench/ops/ops_vs_torch.sh ;;
+    ar_plan_direct)
+      scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar \
+        SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct
+      ;;
+    ar_plan_direct_out) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
         PUSH="0 1 2" TORCH=0 TESTS=0
@@ -112,16 +123,16 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 650 s: the last step runs only if it fits) is what the twentieth session's
-# join rule (7f778ff: joined CTAs follow the peers' tile progress) and its workload check (the
-# tile-progress words, in the protocol suite's dynamic-tile cases) still owe, and the check of
-# the late CTAs at 45%; then ar_join and ops_ts_8 in a second call. The stall step's kernels
-# can be compiled on the build host:
+# The default (about 480 s) is what the AllReduce writing the caller's C from its kernel
+# (allreduce.direct_out) owes: the ops' tests under MPS, the A/B beside symm_mem, and the
+# protocol suite time-sliced, which the twentieth session's join rule and workload check owe.
+# Still owed after it: STEPS="stall_ring_oversubscribed ar_late_45 ops_ts_8", then ar_join.
+# The stall step's kernels can be compiled on the build host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-protocol_ts_8 stall_ring_oversubscribed ar_late_45 ops_ts_8}; do
+for name in ${STEPS:-ops_mps_8 ar_plan_direct ar_plan_direct_out protocol_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS

@@ -8,8 +8,8 @@
 #   - the same ops from Python beside torch.ops.symm_mem in the same MPS session
 #     (torch_ops_check.py --parts timing, the same buckets): Syncopate / symm_mem per op and M,
 #     and Python's back-to-back time against ops_bench's run ms;
-# then the run call's host time at M=128 with the AllGather shard already in the workspace
-# (issue 19: at most 10 us). Logs in $OUT/logs.tgz; the summary lines on stdout. About 40 s a
+# then the run call's host time at M=128 with the AllGather shard already in the workspace, and
+# the AllReduce's with the caller's tensors in place (issue 19: at most 10 us). Logs in $OUT/logs.tgz; the summary lines on stdout. About 40 s a
 # model once its kernels are built (the ranks compile them: 2-3 s each).
 # Run with: run(command: "bash bench/ops/ops_vs_torch.sh", carry: [".device"]).
 # On the build host, FILL=DIR compiles those kernels instead (ops_bench --fill-cache, no GPU)
@@ -49,6 +49,8 @@ if [[ -n $fill ]]; then
     done < <(op_shapes)
   done
   "$bin/ops_bench" --fill-cache "$fill/host" --kind ag --n $((14336 / world)) --k 4096 \
+    --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm || exit 1
+  "$bin/ops_bench" --fill-cache "$fill/host" --kind ar --n 4096 --k $((14336 / world)) \
     --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm || exit 1
   exit 0
 fi
@@ -96,11 +98,22 @@ for entry in $models; do
   find "$out/ops-cache-$name/entries" -type f -printf '%f\n' | sort >"$out/${name}_keys.txt"
   rm -rf "$out/ops-cache-$name"
 done
-echo "== host time per run call, M=128, shard in the workspace (llama3.1-8b AllGather)"
 seed_cache host
-STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ag --n $((14336 / world)) --k 4096 \
-  --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm --shard-in-workspace \
-  --cache-dir "$out/ops-cache-host" >"$out/host_time.log" 2>&1 || echo "   failed (exit $?)"
-grep -E "^[0-9]+ +[0-9]+ " "$out/host_time.log" | cut -c1-120
+if [[ ,$kinds, == *,ag,* ]]; then
+  echo "== host time per run call, M=128, shard in the workspace (llama3.1-8b AllGather)"
+  STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ag --n $((14336 / world)) --k 4096 \
+    --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm --shard-in-workspace \
+    --cache-dir "$out/ops-cache-host" >"$out/host_time.log" 2>&1 || echo "   failed (exit $?)"
+  grep -E "^[0-9]+ +[0-9]+ " "$out/host_time.log" | cut -c1-120
+fi
+if [[ ,$kinds, == *,ar,* ]]; then
+  # The AllReduce at a bucket's M takes the caller's A and (allreduce.direct_out) C in place:
+  # the GEMM and the transfers, two launches and no copy.
+  echo "== host time per run call, M=128 (llama3.1-8b AllReduce, the caller's A and C in place)"
+  STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ar --n 4096 --k $((14336 / world)) \
+    --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm \
+    --cache-dir "$out/ops-cache-host" >"$out/host_time_ar.log" 2>&1 || echo "   failed (exit $?)"
+  grep -E "^[0-9]+ +[0-9]+ " "$out/host_time_ar.log" | cut -c1-120
+fi
 rm -rf "$out"/ops-cache-*
 tar czf "$final_out/logs.tgz" -C "$out" . && rm -rf "$out"
