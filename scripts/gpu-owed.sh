@@ -32,6 +32,9 @@
 #                   after the kernel (SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct; fill the
 #                   build host's cache with it too) and with the default, whose kernel writes
 #                   the caller's C (allreduce.direct_out)
+#   ar_tuned        the same with TUNE=1: `ops_bench --tune` picks each bucket's path first (is
+#                   the AllReduce at M=2048 faster fused?), and the C++ and Python runs take it
+#                   (fill the build host's cache with TUNE=1 KINDS=ar too)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
@@ -50,7 +53,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
-                  [ar_plan_direct_out]=70)
+                  [ar_plan_direct_out]=70 [ar_tuned]=170)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -81,6 +84,7 @@ run_step() {  # run_step NAME LIMIT
         SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct
       ;;
     ar_plan_direct_out) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar ;;
+    ar_tuned) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
         PUSH="0 1 2" TORCH=0 TESTS=0

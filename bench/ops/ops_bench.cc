@@ -322,10 +322,16 @@ absl::StatusOr<std::vector<double>> TimeCandidate(const BenchConfig& b, const Ca
   return ms;
 }
 
-absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
+// The paths --tune times, the unfused one first (each bucket's table entry keeps its time).
+std::vector<Candidate> TuneCandidates(const BenchConfig& b) {
   std::vector<Candidate> candidates = {
       {false, Backend::kSm, 1}, {true, Backend::kSm, 1}, {true, Backend::kSm, 2}};
   if (b.kind == "ag") candidates.push_back({true, Backend::kCopyEngine, 1});
+  return candidates;
+}
+
+absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
+  const std::vector<Candidate> candidates = TuneCandidates(b);
   std::vector<std::vector<double>> ms;  // [candidate][m]
   for (size_t i = 0; i < candidates.size(); ++i) {
     ASSIGN_OR_RETURN(ms.emplace_back(),
@@ -369,7 +375,8 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
 // options for --arch, one node, SYNCOPATE_NVRTC_OPTIONS as on the GPU), built through a kernel
 // cache in the folder, so an op whose cache_dir starts as a copy of it loads them. The ops'
 // tuning tables (--tune) are not applied here: a bucket they move to another path compiles on
-// the GPU as before.
+// the GPU as before. With --tune: the kernels of every path --tune times, so that it compiles
+// nothing on the GPU either.
 absl::Status FillCache(const BenchConfig& b) {
   int cc = 0;
   if (b.arch.rfind("sm_", 0) != 0 || !absl::SimpleAtoi(b.arch.substr(3, 2), &cc)) {
@@ -399,24 +406,39 @@ absl::Status FillCache(const BenchConfig& b) {
     }
     return compiled;
   };
-  for (int64_t bucket : *buckets) {
-    ASSIGN_OR_RETURN(const BucketKernels bk, PlanBucket(config, b.world, bucket, cc));
-    ASSIGN_OR_RETURN(std::string_view gemm_source,
-                     jit::ExampleKernelSource(bk.kernels.gemm_source));
-    // As Create: the fused GEMM always; unfused, also its local variant and the transfers.
-    const bool unfused = !bk.path.fused;
-    ASSIGN_OR_RETURN(int compiled,
-                     build_one(bk.kernels.plan, bk.kernels.gemm_spec, gemm_source, unfused));
-    if (unfused) {
-      ASSIGN_OR_RETURN(const int comm, build_one(bk.kernels.plan, bk.kernels.comm_spec,
-                                                 CommOnlySource(), /*local=*/false));
-      compiled += comm;
+  std::vector<OpConfig> configs = {config};
+  if (b.tune) {
+    configs.clear();
+    for (const Candidate& c : TuneCandidates(b)) {
+      OpConfig forced = config;
+      forced.path = PathPreference::kAuto;
+      for (int64_t m : *buckets) {
+        forced.bucket_paths.push_back(
+            {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
+      }
+      configs.push_back(std::move(forced));
     }
-    const int kernels = unfused ? 3 : 1;
-    std::printf("bucket %lld: %s, %d kernels, %d compiled, %d already in %s\n",
-                static_cast<long long>(bucket), unfused ? "unfused" : "fused", kernels, compiled,
-                kernels - compiled, b.fill_cache_dir.c_str());
-    std::fflush(stdout);
+  }
+  for (const OpConfig& each : configs) {
+    for (int64_t bucket : *buckets) {
+      ASSIGN_OR_RETURN(const BucketKernels bk, PlanBucket(each, b.world, bucket, cc));
+      ASSIGN_OR_RETURN(std::string_view gemm_source,
+                       jit::ExampleKernelSource(bk.kernels.gemm_source));
+      // As Create: the fused GEMM always; unfused, also its local variant and the transfers.
+      const bool unfused = !bk.path.fused;
+      ASSIGN_OR_RETURN(int compiled,
+                       build_one(bk.kernels.plan, bk.kernels.gemm_spec, gemm_source, unfused));
+      if (unfused) {
+        ASSIGN_OR_RETURN(const int comm, build_one(bk.kernels.plan, bk.kernels.comm_spec,
+                                                   CommOnlySource(), /*local=*/false));
+        compiled += comm;
+      }
+      const int kernels = unfused ? 3 : 1;
+      std::printf("bucket %lld: %s, %d kernels, %d compiled, %d already in %s\n",
+                  static_cast<long long>(bucket), bk.path.reason.c_str(), kernels, compiled,
+                  kernels - compiled, b.fill_cache_dir.c_str());
+      std::fflush(stdout);
+    }
   }
   return absl::OkStatus();
 }
@@ -459,7 +481,7 @@ absl::Status Main(int argc, char** argv) {
              "time every path per M and store each bucket's fastest in --cache-dir's op tuning "
              "table (Op::Create reads it)");
   flags.ParseOrExit(argc, argv);
-  if (b.tune && b.cache_dir.empty()) {
+  if (b.tune && b.cache_dir.empty() && b.fill_cache_dir.empty()) {
     return absl::InvalidArgumentError("--tune needs --cache-dir (where the table is stored)");
   }
   if (b.tune && !b.buckets.empty()) {

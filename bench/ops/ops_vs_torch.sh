@@ -27,6 +27,11 @@ case ${TILE_PARTS:-} in
   1) parts_flags=(--tile-parts) py_parts_flags=(--tile-parts) ;;
   0) parts_flags=(--tile-parts=false) py_parts_flags=(--whole-chunks) ;;
 esac
+# TUNE=1: per model and op, `ops_bench --tune` first (every path timed per M, the fastest stored
+# in the model's cache folder), which the C++ and Python runs after it then take; the build
+# host's fill then compiles every path it times.
+tune_flags=()
+[[ ${TUNE:-0} == 1 ]] && tune_flags=(--tune)
 models=${MODELS:-"llama3.1-8b:4096,14336 llama3.1-70b:8192,28672 qwen2-72b:8192,29568"}
 fill=${FILL:-}
 # "name:hidden,ffn" (a MODELS entry) into name, hidden and ffn.
@@ -44,8 +49,9 @@ if [[ -n $fill ]]; then
   for entry in $models; do
     parse_model "$entry"
     while read -r k n kk; do
+      [[ ,$kinds, == *,$k,* ]] || continue
       "$bin/ops_bench" --fill-cache "$fill/$name" --kind "$k" --n "$n" --k "$kk" --world "$world" \
-        --max-m 8192 --m 8192,2048 --backend sm "${parts_flags[@]}" || exit 1
+        --max-m 8192 --m 8192,2048 --backend sm "${parts_flags[@]}" "${tune_flags[@]}" || exit 1
     done < <(op_shapes)
   done
   "$bin/ops_bench" --fill-cache "$fill/host" --kind ag --n $((14336 / world)) --k 4096 \
@@ -75,6 +81,13 @@ for entry in $models; do
   echo "== $name (hidden $hidden, ffn $ffn), $world ranks"
   while read -r k n kk; do
     [[ ,$kinds, == *,$k,* ]] || continue
+    if ((${#tune_flags[@]})); then
+      STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --tune --kind "$k" --n "$n" --k "$kk" \
+        --world "$world" --max-m 8192 --m 8192,2048 --backend sm \
+        --cache-dir "$out/ops-cache-$name" "${parts_flags[@]}" >>"$log" 2>&1 ||
+        echo "   ops_bench --tune $k failed (exit $?)"
+      grep -A2 "^M .*fastest" "$log" | tail -3
+    fi
     STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind "$k" --n "$n" --k "$kk" --world "$world" \
       --max-m 8192 --m 8192,2048 --backend sm --cache-dir "$out/ops-cache-$name" \
       "${parts_flags[@]}" >>"$log" 2>&1 ||
