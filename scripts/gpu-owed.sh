@@ -32,6 +32,11 @@
 #                   after the kernel (SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct; fill the
 #                   build host's cache with it too) and with the default, whose kernel writes
 #                   the caller's C (allreduce.direct_out)
+#   ar_2048_plans   the AllReduce at M=2048 on the unfused path (LLaMA-3.1-70B, ops_bench, 2
+#                   ranks as MPS clients at 50%): each plan, the transfers' default comm CTAs (30
+#                   over allreduce.direct_out's 3 channels, 32 over direct's 2) and 48. Predicted:
+#                   direct_out slower at the default (10 CTAs a phase where direct has 16, its
+#                   copies after the gather where a full-GPU copy was), closer at 48
 #   ar_tuned        the same with TUNE=1: `ops_bench --tune` picks each bucket's path first (is
 #                   the AllReduce at M=2048 faster fused?), and the C++ and Python runs take it
 #                   (fill the build host's cache with TUNE=1 KINDS=ar too)
@@ -53,7 +58,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
-                  [ar_plan_direct_out]=70 [ar_tuned]=170)
+                  [ar_plan_direct_out]=70 [ar_tuned]=170 [ar_2048_plans]=80)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -84,6 +89,19 @@ run_step() {  # run_step NAME LIMIT
         SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct
       ;;
     ar_plan_direct_out) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar ;;
+    ar_2048_plans)
+      local plan ctas cache=$out/ar_2048_cache
+      for plan in allreduce.direct allreduce.direct_out; do
+        for ctas in 0 48; do
+          echo "-- $plan, comm CTAs $ctas (0: the default)"
+          rm -rf "$cache" && mkdir -p "$cache" && cp -r .device/ops-cache/llama3.1-70b/. "$cache/"
+          SYNCOPATE_OPS_ALLREDUCE_PLAN=$plan STEP_TIMEOUT=$((limit / 4)) in_mode mps:8 \
+            "$bin/ops_bench" --kind ar --n 8192 --k 14336 --world 2 --max-m 2048 --m 2048 \
+            --backend sm --comm-ctas "$ctas" --cache-dir "$cache" 2>&1 | grep -E "^[0-9]+ +[0-9]+ |^rank|fail|rror"
+        done
+      done
+      rm -rf "$cache"
+      ;;
     ar_tuned) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
