@@ -595,6 +595,32 @@ bool IsPerLaunchOperand(const OperandSlot& slot) {
 
 bool IsCopyProgramOperand(const OperandSlot& slot) { return !slot.buffer.empty(); }
 
+absl::Status CheckPerLaunchOperands(const std::vector<OperandSlot>& slots, bool copy_program,
+                                    absl::Span<void* const> pointers) {
+  for (int i = 0; i < static_cast<int>(pointers.size()); ++i) {
+    if (pointers[i] == nullptr) continue;
+    const auto slot =
+        std::find_if(slots.begin(), slots.end(), [i](const OperandSlot& s) { return s.slot == i; });
+    if (slot == slots.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("local_operands[", i, "]: the kernel has no operand in this slot"));
+    }
+    if (!IsPerLaunchOperand(*slot)) {
+      return absl::InvalidArgumentError(absl::StrCat("local_operands[", i, "]: operand '",
+                                                     slot->name,
+                                                     "' is not local to this rank (see "
+                                                     "LocalOperandSlot)"));
+    }
+    if (copy_program && IsCopyProgramOperand(*slot)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "local_operands[", i, "]: plan buffer \"", slot->buffer,
+          "\" is moved by the copy engine's copy program at its bound address; a per-launch "
+          "pointer there needs the SM backend"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
                                          std::string_view name) {
   for (const OperandSlot& slot : slots) {

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/plan/plan.h"
 #include "jit/compiler/copy_descriptors.h"
 #include "jit/compiler/kernel_spec.h"
@@ -204,6 +205,12 @@ bool IsPerLaunchOperand(const OperandSlot& slot);
 // Whether a copy-engine launch's host-built copy program holds `slot`'s bound address: a plan
 // buffer. A per-launch pointer there would be used by the kernel but not by the copies.
 bool IsCopyProgramOperand(const OperandSlot& slot);
+// OK when a launch may use `pointers` (entry i, where not null, for slot i) in place
+// of the bound ones: each names a slot of `slots` that IsPerLaunchOperand, and with
+// `copy_program` (a copy-engine launch) none that IsCopyProgramOperand, where the copies would
+// keep the bound address while the kernel used the new one. Else InvalidArgument naming the slot.
+absl::Status CheckPerLaunchOperands(const std::vector<OperandSlot>& slots, bool copy_program,
+                                    absl::Span<void* const> pointers);
 // The slot of operand `name` in `slots` if IsPerLaunchOperand; else InvalidArgument naming why.
 absl::StatusOr<int> PerLaunchOperandSlot(const std::vector<OperandSlot>& slots,
                                          std::string_view name);

@@ -389,30 +389,9 @@ absl::StatusOr<const KernelLaunch*> OverlapRuntime::Prepare(BoundKernel& bound,
 
 namespace {
 
-// InvalidArgument for a per-launch operand in a slot peers or the copy engine also address:
-// the kernel would use the caller's pointer for this rank while they keep the bound one.
 absl::Status CheckLocalOperands(const jit::LaunchMetadata& md, Backend backend,
                                 const std::array<void*, kMaxOperands>& local_operands) {
-  for (int i = 0; i < kMaxOperands; ++i) {
-    if (local_operands[i] == nullptr) continue;
-    const auto slot = std::find_if(md.operands.begin(), md.operands.end(),
-                                   [i](const jit::OperandSlot& s) { return s.slot == i; });
-    if (slot == md.operands.end() || !jit::IsPerLaunchOperand(*slot)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("local_operands[", i, "]: ",
-                       slot == md.operands.end() ? "the kernel has no operand in this slot"
-                                                 : absl::StrCat("operand '", slot->name,
-                                                                "' is not local to this rank (see "
-                                                                "LocalOperandSlot)")));
-    }
-    if (backend == Backend::kCopyEngine && jit::IsCopyProgramOperand(*slot)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local_operands[", i, "]: plan buffer \"", slot->buffer,
-          "\" is moved by the copy engine's copy program at its bound address; a per-launch "
-          "pointer there needs the SM backend"));
-    }
-  }
-  return absl::OkStatus();
+  return jit::CheckPerLaunchOperands(md.operands, backend == Backend::kCopyEngine, local_operands);
 }
 
 }  // namespace

@@ -5,12 +5,14 @@
 // cannot carry is refused, and which templates lower on two nodes of two ranks.
 #include "jit/compiler/lowering.h"
 
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "syncopate/launch_abi.h"
 #include "tests/jit/test_plans.h"
 
 namespace syncopate::jit {
@@ -364,6 +366,42 @@ TEST(LoweringTest, ABufferOnlyLocalCopiesTouchIsRankPrivate) {
       EXPECT_EQ(rs_lw->slots[output].rank_private, algo == "direct_inplace") << algo;
     }
   }
+}
+
+// What a launch may point elsewhere: the rank-private "out" on the SM backend, and not on the
+// copy engine (its copy program keeps the bound address); never "data", nor a slot the kernel
+// lacks. The error names the slot and the reason.
+TEST(LoweringTest, PerLaunchPointersAreCheckedAgainstTheSlots) {
+  const plan::Plan ar = RowSplitPlan("allreduce.direct_out", 2, 256, 64, 1, plan::DType::kBF16);
+  KernelSpec spec = GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64);
+  for (KernelParam& param : spec.params) {
+    if (auto* op = std::get_if<OperandSpec>(&param); op != nullptr && op->name == "C") {
+      op->buffer = "data";
+    }
+  }
+  absl::StatusOr<LoweredSchedule> lw = Lower(ar, spec);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  int somewhere = 0;
+  std::array<void*, kMaxOperands> pointers{};
+  EXPECT_TRUE(CheckPerLaunchOperands(lw->slots, false, pointers).ok());
+  pointers[SlotOfBuffer(lw->slots, "out")] = &somewhere;
+  EXPECT_TRUE(CheckPerLaunchOperands(lw->slots, false, pointers).ok());
+  absl::Status ce = CheckPerLaunchOperands(lw->slots, true, pointers);
+  EXPECT_EQ(ce.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ce.message()), ::testing::HasSubstr("plan buffer \"out\""));
+  EXPECT_THAT(std::string(ce.message()), ::testing::HasSubstr("needs the SM backend"));
+
+  pointers = {};
+  pointers[SlotOfBuffer(lw->slots, "data")] = &somewhere;
+  absl::Status shared = CheckPerLaunchOperands(lw->slots, false, pointers);
+  EXPECT_EQ(shared.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shared.message()), ::testing::HasSubstr("is not local to this rank"));
+
+  pointers = {};
+  pointers[kMaxOperands - 1] = &somewhere;
+  ASSERT_LT(static_cast<int>(lw->slots.size()), kMaxOperands);
+  absl::Status missing = CheckPerLaunchOperands(lw->slots, false, pointers);
+  EXPECT_THAT(std::string(missing.message()), ::testing::HasSubstr("no operand in this slot"));
 }
 
 // push_tiles: the direct ReduceScatter's chunks all move in tile parts (none guarded, the
