@@ -27,17 +27,21 @@
 #                   the GPU: the case the joined CTAs' bound exists for, now that they follow the
 #                   peers' tile progress; 500 launches per chunk count, SM backend, 0 stalls expected
 #                   (scripts/stall-matrix.sh)
+#   ops_ar_out      ops_gpu_test's AllReduce cases (*ar_*) under MPS at 8 with
+#                   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out (the kernel writes the
+#                   caller's C; not the default until measured)
 #   ar_plan_direct, ar_plan_direct_out  the ops' AllReduce beside torch.ops.symm_mem on every
-#                   model (ops_vs_torch.sh, KINDS=ar) with the plan whose result is copied out
-#                   after the kernel (SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct; fill the
-#                   build host's cache with it too) and with the default, whose kernel writes
-#                   the caller's C (allreduce.direct_out)
+#                   model (ops_vs_torch.sh, KINDS=ar) with the default plan, whose result is
+#                   copied out after the kernel (allreduce.direct), and with allreduce.direct_out
+#                   (SYNCOPATE_OPS_ALLREDUCE_PLAN; fill the build host's cache with it too).
+#                   Predicted: direct_out 1-2% faster at M=8192 (fused: the 128 MB copy after
+#                   the kernel gone, the copies under the GEMM), slower at M=2048 (unfused)
 #   ar_2048_plans   the AllReduce at M=2048 on the unfused path (LLaMA-3.1-70B, ops_bench, 2
 #                   ranks as MPS clients at 50%): each plan, the transfers' default comm CTAs (30
 #                   over allreduce.direct_out's 3 channels, 32 over direct's 2) and 48. Predicted:
 #                   direct_out slower at the default (10 CTAs a phase where direct has 16, its
 #                   copies after the gather where a full-GPU copy was), closer at 48
-#   ar_tuned        the same with TUNE=1: `ops_bench --tune` picks each bucket's path first (is
+#   ar_tuned        ar_plan_direct_out with TUNE=1: `ops_bench --tune` picks each bucket's path first (is
 #                   the AllReduce at M=2048 faster fused?), and the C++ and Python runs take it
 #                   (fill the build host's cache with TUNE=1 KINDS=ar too)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
@@ -58,7 +62,8 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
-                  [ar_plan_direct_out]=70 [ar_tuned]=170 [ar_2048_plans]=80)
+                  [ar_plan_direct_out]=70 [ar_tuned]=170 [ar_2048_plans]=80
+                  [ops_ar_out]=70)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -84,11 +89,15 @@ run_step() {  # run_step NAME LIMIT
   local name=$1 limit=$2
   case $name in
     ops_vs_torch) scripted_step ops "$limit" bench/ops/ops_vs_torch.sh ;;
-    ar_plan_direct)
+    ar_plan_direct) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar ;;
+    ar_plan_direct_out)
       scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar \
-        SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct
+        SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out
       ;;
-    ar_plan_direct_out) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar ;;
+    ops_ar_out)
+      SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out STEP_TIMEOUT=$limit in_mode mps:8 \
+        "$bin/ops_gpu_test" --gtest_filter='*ar_*'
+      ;;
     ar_2048_plans)
       local plan ctas cache=$out/ar_2048_cache
       for plan in allreduce.direct allreduce.direct_out; do
@@ -102,7 +111,10 @@ run_step() {  # run_step NAME LIMIT
       done
       rm -rf "$cache"
       ;;
-    ar_tuned) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 ;;
+    ar_tuned)
+      scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 \
+        SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out
+      ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
         PUSH="0 1 2" TORCH=0 TESTS=0
@@ -145,16 +157,17 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 480 s) is what the AllReduce writing the caller's C from its kernel
-# (allreduce.direct_out) owes: the ops' tests under MPS, the A/B beside symm_mem, and the
-# protocol suite time-sliced, which the twentieth session's join rule and workload check owe.
+# The default (about 490 s) is what the AllReduce writing the caller's C from its kernel
+# (allreduce.direct_out, opt-in) owes: the ops' AllReduce tests with it under MPS, the A/Bs,
+# and the protocol suite time-sliced, which the twentieth session's join rule and workload
+# check owe.
 # Still owed after it: STEPS="stall_ring_oversubscribed ar_late_45 ops_ts_8", then ar_join.
 # The stall step's kernels can be compiled on the build host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-ops_mps_8 ar_plan_direct ar_plan_direct_out protocol_ts_8}; do
+for name in ${STEPS:-ops_ar_out ar_plan_direct ar_plan_direct_out ar_2048_plans protocol_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS

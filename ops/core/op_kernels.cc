@@ -59,12 +59,14 @@ constexpr char kPrivateOutput[] = "out";
 // allreduce.direct rather than rs_ag: at 4 ranks (H100, MPS 25% each, 8B M=2048, same call) its
 // transfers alone took 0.241 ms against the rings' 0.291, and the unfused op 0.664 against
 // 0.722 (bench/RESULTS.md, twelfth session); at 2 ranks the two plans are the same transfers.
-// Its _out form also copies each final chunk into a buffer no peer addresses, which a run points
-// at the caller's C: the kernel writes the result there while it runs instead of a copy of the
-// whole output after it (128 MB at 70B, M=8192).
+// allreduce.direct_out (SYNCOPATE_OPS_ALLREDUCE_PLAN, PlanBucket) also copies each final chunk
+// into a buffer no peer addresses, which a run points at the caller's C: the kernel writes the
+// result there while it runs instead of a copy of the whole output after it (128 MB at 70B,
+// M=8192). Not the default until it has been measured on a GPU (twenty-first session: no device
+// started).
 std::string DefaultPlanTemplate(Collective collective) {
   static constexpr const char* kTemplates[] = {"allgather.push", "reducescatter.direct",
-                                               "allreduce.direct_out"};
+                                               "allreduce.direct"};
   const int i = static_cast<int>(collective);
   return i >= 0 && i < 3 ? kTemplates[i] : "";
 }
@@ -155,7 +157,7 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
   request.push_tiles = b.path.tile_parts;
   // SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
   // `ops_bench --fill-cache` too, or the kernels compile on the GPU): the AllReduce's plan
-  // instead of the default, e.g. allreduce.direct, whose result a copy after the kernel fetches.
+  // instead of the default, e.g. allreduce.direct_out, whose kernel writes the caller's C.
   if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
       knob != nullptr && *knob != '\0' && request.collective == Collective::kAllReduce) {
     request.plan_template = knob;

@@ -359,16 +359,23 @@ TEST(OpKernelsTest, TheOperandARunUsesInPlaceIsLocalToTheRank) {
           ASSERT_TRUE(local_slot.ok()) << local_slot.status();
           EXPECT_EQ(*slot, *local_slot) << operand;
         }
-        // The AllReduce's result: the kernels' copies into "out", which a run points at the
+        // The default plans copy the result out after the kernel.
+        EXPECT_EQ(k->private_output, "");
+        // allreduce.direct_out: the kernels' copies into "out", which a run points at the
         // caller's C, in the fused kernel and in the unfused path's transfers alike.
-        EXPECT_EQ(k->private_output, collective == Collective::kAllReduce ? "out" : "");
         if (collective == Collective::kAllReduce) {
+          r.plan_template = "allreduce.direct_out";
+          absl::StatusOr<OpKernels> out_plan = BuildOpKernels(r);
+          ASSERT_TRUE(out_plan.ok()) << out_plan.status();
+          EXPECT_EQ(out_plan->private_output, "out");
+          absl::StatusOr<jit::GeneratedKernel> with_out = GenerateFused(*out_plan);
+          ASSERT_TRUE(with_out.ok()) << with_out.status();
           absl::StatusOr<jit::GeneratedKernel> comm =
-              jit::GenerateFusedKernel(k->plan, k->comm_spec, CommOnlySource());
+              jit::GenerateFusedKernel(out_plan->plan, out_plan->comm_spec, CommOnlySource());
           ASSERT_TRUE(comm.ok()) << comm.status();
-          for (const jit::GeneratedKernel* kernel : {&*fused, &*comm}) {
+          for (const jit::GeneratedKernel* kernel : {&*with_out, &*comm}) {
             absl::StatusOr<int> out =
-                jit::PerLaunchOperandSlot(kernel->metadata.operands, k->private_output);
+                jit::PerLaunchOperandSlot(kernel->metadata.operands, out_plan->private_output);
             EXPECT_TRUE(out.ok()) << out.status();
           }
         }
