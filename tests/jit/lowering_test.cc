@@ -326,6 +326,20 @@ INSTANTIATE_TEST_SUITE_P(Matrix, GemmReduceScatterLoweringTest,
                                             ::testing::Values(1, 2, 3, 5, 8),
                                             ::testing::Values(16, 64), ::testing::Values(32, 64)));
 
+// allreduce.direct_out over a 256 x 64 bf16 tensor, lowered against the ReduceScatter GEMM with C
+// bound to the AllReduce's "data" (as the ops build it).
+absl::StatusOr<LoweredSchedule> LowerAllReduceDirectOut(int world, int chunks) {
+  const plan::Plan ar =
+      RowSplitPlan("allreduce.direct_out", world, 256, 64, chunks, plan::DType::kBF16);
+  KernelSpec spec = GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64);
+  for (KernelParam& param : spec.params) {
+    if (auto* op = std::get_if<OperandSpec>(&param); op != nullptr && op->name == "C") {
+      op->buffer = "data";
+    }
+  }
+  return Lower(ar, spec);
+}
+
 // allreduce.direct_out's "out" is touched only by each rank's own local copies: rank-private,
 // so a launch may point it at a caller's memory; "data", which peers push into, is not. The same
 // holds for direct_inplace's "output" (only the owners' copies write it), and not for the
@@ -333,15 +347,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, GemmReduceScatterLoweringTest,
 TEST(LoweringTest, ABufferOnlyLocalCopiesTouchIsRankPrivate) {
   for (int world : {2, 4}) {
     SCOPED_TRACE(::testing::Message() << "world " << world);
-    const plan::Plan ar =
-        RowSplitPlan("allreduce.direct_out", world, 256, 64, 2, plan::DType::kBF16);
-    KernelSpec spec = GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64);
-    for (KernelParam& param : spec.params) {
-      if (auto* op = std::get_if<OperandSpec>(&param); op != nullptr && op->name == "C") {
-        op->buffer = "data";
-      }
-    }
-    absl::StatusOr<LoweredSchedule> lw = Lower(ar, spec);
+    absl::StatusOr<LoweredSchedule> lw = LowerAllReduceDirectOut(world, 2);
     ASSERT_TRUE(lw.ok()) << lw.status();
     const int out = SlotOfBuffer(lw->slots, "out");
     ASSERT_GE(out, 0);
@@ -372,14 +378,7 @@ TEST(LoweringTest, ABufferOnlyLocalCopiesTouchIsRankPrivate) {
 // copy engine (its copy program keeps the bound address); never "data", nor a slot the kernel
 // lacks. The error names the slot and the reason.
 TEST(LoweringTest, PerLaunchPointersAreCheckedAgainstTheSlots) {
-  const plan::Plan ar = RowSplitPlan("allreduce.direct_out", 2, 256, 64, 1, plan::DType::kBF16);
-  KernelSpec spec = GemmSpecForReduceScatter(256, 64, 16, plan::DType::kBF16, 64, 64);
-  for (KernelParam& param : spec.params) {
-    if (auto* op = std::get_if<OperandSpec>(&param); op != nullptr && op->name == "C") {
-      op->buffer = "data";
-    }
-  }
-  absl::StatusOr<LoweredSchedule> lw = Lower(ar, spec);
+  absl::StatusOr<LoweredSchedule> lw = LowerAllReduceDirectOut(2, 1);
   ASSERT_TRUE(lw.ok()) << lw.status();
   int somewhere = 0;
   std::array<void*, kMaxOperands> pointers{};
