@@ -41,9 +41,9 @@
 #                   over allreduce.direct_out's 3 channels, 32 over direct's 2) and 48. Predicted:
 #                   direct_out slower at the default (10 CTAs a phase where direct has 16, its
 #                   copies after the gather where a full-GPU copy was), closer at 48
-#   ar_tuned        ar_plan_direct_out with TUNE=1: `ops_bench --tune` picks each bucket's path first (is
-#                   the AllReduce at M=2048 faster fused?), and the C++ and Python runs take it
-#                   (fill the build host's cache with TUNE=1 KINDS=ar too)
+#   ar_tuned        ar_plan_direct_out with TUNE=1: `ops_bench --tune` picks each bucket's path
+#                   first (is the AllReduce at M=2048 faster fused?), and the C++ and Python
+#                   runs take it (fill the build host's cache with TUNE=1 KINDS=ar too)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
@@ -106,7 +106,8 @@ run_step() {  # run_step NAME LIMIT
           rm -rf "$cache" && mkdir -p "$cache" && cp -r .device/ops-cache/llama3.1-70b/. "$cache/"
           SYNCOPATE_OPS_ALLREDUCE_PLAN=$plan STEP_TIMEOUT=$((limit / 4)) in_mode mps:8 \
             "$bin/ops_bench" --kind ar --n 8192 --k 14336 --world 2 --max-m 2048 --m 2048 \
-            --backend sm --comm-ctas "$ctas" --cache-dir "$cache" 2>&1 | grep -E "^[0-9]+ +[0-9]+ |^rank|fail|rror"
+            --backend sm --comm-ctas "$ctas" --cache-dir "$cache" 2>&1 |
+            grep -E "^[0-9]+ +[0-9]+ |^rank|fail|rror"
         done
       done
       rm -rf "$cache"

@@ -9,8 +9,9 @@
 #     (torch_ops_check.py --parts timing, the same buckets): Syncopate / symm_mem per op and M,
 #     and Python's back-to-back time against ops_bench's run ms;
 # then the run call's host time at M=128 with the AllGather shard already in the workspace, and
-# the AllReduce's with the caller's tensors in place (issue 19: at most 10 us). Logs in $OUT/logs.tgz; the summary lines on stdout. About 40 s a
-# model once its kernels are built (the ranks compile them: 2-3 s each).
+# the AllReduce's with the caller's tensors in place (issue 19: at most 10 us). Logs in
+# $OUT/logs.tgz; the summary lines on stdout. About 40 s a model once its kernels are built (the
+# ranks compile them: 2-3 s each).
 # Run with: run(command: "bash bench/ops/ops_vs_torch.sh", carry: [".device"]).
 # On the build host, FILL=DIR compiles those kernels instead (ops_bench --fill-cache, no GPU)
 # into DIR/<model> and runs nothing (scripts/gpu-run.sh does it with OPS_FILL=1); on the GPU
