@@ -116,27 +116,27 @@ absl::Status Group::Init() {
   CU_RETURN_IF_ERROR(api.cuMemsetD32Async(
       step_claims_.get(), 0, sizeof(uint64_t) / sizeof(uint32_t) * kStepCounterCapacity,
       rescue_stream_.get()));
-  std::vector<CUdeviceptr> table(world_size(), 0);  // 0 for ranks on other nodes
+  // The kernels' table [world] of a word in each same-node rank's control block (0 for a rank on
+  // another node, which the kernels never address directly).
+  auto peer_word_table = [&](auto word_of) -> absl::StatusOr<DeviceBuffer> {
+    std::vector<CUdeviceptr> table(world_size(), 0);
+    for (int r = 0; r < world_size(); ++r) {
+      if (same_node(r)) table[r] = word_of(r);
+    }
+    ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                     DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * table.size()));
+    CU_RETURN_IF_ERROR(
+        api.cuMemcpyHtoD(buffer.get(), table.data(), sizeof(CUdeviceptr) * table.size()));
+    return buffer;
+  };
+  ASSIGN_OR_RETURN(peer_signal_table_, peer_word_table([&](int r) { return SignalWord(r, 0); }));
+  ASSIGN_OR_RETURN(peer_entered_table_,
+                   peer_word_table([&](int r) { return EnteredWord(r, rank()); }));
+  ASSIGN_OR_RETURN(tile_progress_table_,
+                   peer_word_table([&](int r) { return TileProgressWord(r); }));
   for (int r = 0; r < world_size(); ++r) {
-    if (same_node(r)) table[r] = SignalWord(r, 0);
-  }
-  ASSIGN_OR_RETURN(peer_signal_table_,
-                   DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
-  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_signal_table_.get(), table.data(),
-                                      sizeof(CUdeviceptr) * world_size()));
-  for (int r = 0; r < world_size(); ++r) {
-    table[r] = same_node(r) ? EnteredWord(r, rank()) : 0;
     if (!same_node(r)) single_node_ = false;
   }
-  ASSIGN_OR_RETURN(peer_entered_table_,
-                   DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
-  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(peer_entered_table_.get(), table.data(),
-                                      sizeof(CUdeviceptr) * world_size()));
-  for (int r = 0; r < world_size(); ++r) table[r] = same_node(r) ? TileProgressWord(r) : 0;
-  ASSIGN_OR_RETURN(tile_progress_table_,
-                   DeviceBuffer::Allocate(api, sizeof(CUdeviceptr) * world_size()));
-  CU_RETURN_IF_ERROR(api.cuMemcpyHtoD(tile_progress_table_.get(), table.data(),
-                                      sizeof(CUdeviceptr) * world_size()));
   ASSIGN_OR_RETURN(watch_, LaunchWatch::Create(api));
   ASSIGN_OR_RETURN(side_streams_, SideStreams::Create(api));
   RETURN_IF_ERROR(rescue_stream_.Synchronize());
