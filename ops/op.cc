@@ -397,11 +397,10 @@ absl::Status Op::Impl::Launch(Variant& v, int64_t m, CUstream stream, CUdevicept
   std::array<void*, kMaxOperands> gemm_operands{};
   if (in_place != 0) gemm_operands[v.in_place_slot] = reinterpret_cast<void*>(in_place);
   gemm_operands[v.weight_slot] = reinterpret_cast<void*>(b);
+  // The fused kernel takes the GEMM's operands too; the unfused transfers only `out`.
+  if (v.path.fused) options.local_operands = gemm_operands;
   if (out != 0) options.local_operands[v.out_slot] = reinterpret_cast<void*>(out);
   if (v.path.fused) {
-    for (int i = 0; i < kMaxOperands; ++i) {
-      if (gemm_operands[i] != nullptr) options.local_operands[i] = gemm_operands[i];
-    }
     options.cta_trace = TraceRecords(v, m, stream, options);
     absl::Status launched = rt->Launch(*v.binding.gemm, stream, options);
     if (!launched.ok() && options.cta_trace != 0) trace->DropLast();
