@@ -368,6 +368,8 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
   const OpTuningKey key = OpTuningKeyFor(config, b.world, cuda::ArchFor(major * 10 + minor));
   RETURN_IF_ERROR(StoreOpTuning(b.cache_dir, key, best));
   std::printf("stored %s\n", OpTuningPath(b.cache_dir, key).c_str());
+  // A forked rank ends without flushing stdio: into a file (fully buffered), the table was lost.
+  std::fflush(stdout);
   return absl::OkStatus();
 }
 

@@ -121,8 +121,9 @@ if [[ ,$kinds, == *,ag,* ]]; then
   grep -E "^[0-9]+ +[0-9]+ " "$out/host_time.log" | cut -c1-120
 fi
 if [[ ,$kinds, == *,ar,* ]]; then
-  # The AllReduce at a bucket's M takes the caller's A and (allreduce.direct_out) C in place:
-  # the GEMM and the transfers, two launches and no copy.
+  # The AllReduce at a bucket's M takes the caller's A and C in place (at M=128 the plan is
+  # allreduce.direct_out, as for every bucket of at most 2 MiB of C): the GEMM and the
+  # transfers, two launches and no copy.
   echo "== host time per run call, M=128 (llama3.1-8b AllReduce, the caller's A and C in place)"
   STEP_TIMEOUT=120 in_mode mps:8 "$bin/ops_bench" --kind ar --n 4096 --k $((14336 / world)) \
     --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm \

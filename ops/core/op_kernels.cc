@@ -59,11 +59,7 @@ constexpr char kPrivateOutput[] = "out";
 // allreduce.direct rather than rs_ag: at 4 ranks (H100, MPS 25% each, 8B M=2048, same call) its
 // transfers alone took 0.241 ms against the rings' 0.291, and the unfused op 0.664 against
 // 0.722 (bench/RESULTS.md, twelfth session); at 2 ranks the two plans are the same transfers.
-// allreduce.direct_out (SYNCOPATE_OPS_ALLREDUCE_PLAN, PlanBucket) also copies each final chunk
-// into a buffer no peer addresses, which a run points at the caller's C: the kernel writes the
-// result there while it runs instead of a copy of the whole output after it (128 MB at 70B,
-// M=8192). Not the default until it has been measured on a GPU (twenty-first session: no device
-// started).
+// Small AllReduce buckets take allreduce.direct_out instead (AllReducePlanFor).
 std::string DefaultPlanTemplate(Collective collective) {
   static constexpr const char* kTemplates[] = {"allgather.push", "reducescatter.direct",
                                                "allreduce.direct"};
@@ -140,6 +136,27 @@ Collective CollectiveOf(OpKind kind) {
   return Collective::kAllGather;
 }
 
+// allreduce.direct_out copies each final chunk into a buffer no peer addresses, which a run at
+// the bucket's M points at the caller's C: the transfers' kernel writes the result there, and no
+// copy of the whole output follows it. Measured against allreduce.direct (bench/RESULTS.md,
+// twenty-second session; H100, 2 ranks as MPS clients, same call): at M=128 (8B, 1 MiB of C) the
+// same GPU time per run (0.131 ms) and 2.8-3.0 us less host time per run call (7.9-8.6 against
+// 10.7-11.6: one launch fewer); but 4-7% slower fused at M=8192 and 9-16% slower unfused at 2048,
+// where the copies inside the kernel cost more than one full-GPU copy after it. So direct_out
+// only where C is small enough for the copy's launch, not its bytes, to be its cost.
+// SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
+// `ops_bench --fill-cache` too, or the kernels compile on the GPU) takes one plan for every
+// bucket instead.
+std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m) {
+  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+      knob != nullptr && *knob != '\0') {
+    return knob;
+  }
+  constexpr int64_t kElementBytes = 2;  // bf16 and fp16
+  return bucket_m * config.n * kElementBytes <= kDirectOutMaxOutputBytes ? "allreduce.direct_out"
+                                                                         : "allreduce.direct";
+}
+
 absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int64_t bucket_m,
                                          int cc) {
   BucketKernels b;
@@ -155,12 +172,8 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
   request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
   request.chunks = b.path.chunks;
   request.push_tiles = b.path.tile_parts;
-  // SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
-  // `ops_bench --fill-cache` too, or the kernels compile on the GPU): the AllReduce's plan
-  // instead of the default, e.g. allreduce.direct_out, whose kernel writes the caller's C.
-  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
-      knob != nullptr && *knob != '\0' && request.collective == Collective::kAllReduce) {
-    request.plan_template = knob;
+  if (request.collective == Collective::kAllReduce) {
+    request.plan_template = AllReducePlanFor(config, bucket_m);
   }
   request.cc = cc;
   if (!config.cache_dir.empty()) {

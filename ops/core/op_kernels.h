@@ -1,6 +1,7 @@
 // What an op (syncopate/ops.h) or a tp-bench configuration compiles for one M: the chunk plan of
 // its collective (row slabs of M over the ranks: plan templates allgather.push,
-// reducescatter.direct, allreduce.direct by default), the GEMM kernel spec bound to it
+// reducescatter.direct, allreduce.direct by default, allreduce.direct_out for an op's small
+// AllReduce buckets), the GEMM kernel spec bound to it
 // (runtime/gemm SelectGemm: gemm_wgmma.cuh on sm_90, gemm_mma.cuh elsewhere) and the
 // "communication only" variant: the same plan and tile grid with a kernel whose tiles wait for
 // their chunks and publish their outgoing chunks without computing. Launched after the local
@@ -13,6 +14,7 @@
 // Pure C++ (plans and generated source only; no CUDA). Thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +63,12 @@ struct OpKernels {
 };
 
 std::string DefaultPlanTemplate(Collective collective);
+
+// The AllReduce's plan for the bucket at `bucket_m` (PlanBucket): allreduce.direct_out where
+// the bucket's C is at most kDirectOutMaxOutputBytes (the run then needs no copy after the
+// kernel), else allreduce.direct; SYNCOPATE_OPS_ALLREDUCE_PLAN overrides both.
+inline constexpr int64_t kDirectOutMaxOutputBytes = int64_t{2} << 20;
+std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m);
 
 absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& request);
 

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -450,6 +452,42 @@ TEST(OpKernelsTest, PlanBucketTakesChoosePathsPathAndBuildsForIt) {
   absl::StatusOr<BucketKernels> bad = PlanBucket(config, 2, 9000, 90);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("9000"));
+}
+
+// An AllReduce bucket whose C is at most 2 MiB writes the caller's C from its kernel
+// (allreduce.direct_out: measured as fast there, with one launch fewer); larger ones keep
+// allreduce.direct (measured faster there), fused or not. The knob takes one plan for all.
+TEST(OpKernelsTest, SmallAllReduceBucketsWriteTheCallersOutputFromTheKernel) {
+  OpConfig config;
+  config.kind = OpKind::kMatmulAllReduce;
+  config.max_m = 8192;
+  config.n = 4096;
+  config.k = 256;
+  config.m_buckets = {128, 256, 512, 8192};
+  struct Expected {
+    int64_t m;
+    const char* plan;
+  };
+  // 128 and 256 rows of 4096 bf16 columns: 1 and 2 MiB; 512 rows: 4 MiB.
+  for (const Expected& e :
+       {Expected{128, "allreduce.direct_out"}, Expected{256, "allreduce.direct_out"},
+        Expected{512, "allreduce.direct"}, Expected{8192, "allreduce.direct"}}) {
+    EXPECT_EQ(AllReducePlanFor(config, e.m), e.plan) << e.m;
+    absl::StatusOr<BucketKernels> b = PlanBucket(config, 2, e.m, 90);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->kernels.plan.name, e.plan) << e.m;
+    EXPECT_EQ(b->kernels.private_output, e.plan == std::string("allreduce.direct_out") ? "out" : "")
+        << e.m;
+  }
+  EXPECT_TRUE(PlanBucket(config, 2, 8192, 90)->path.fused);
+  EXPECT_FALSE(PlanBucket(config, 2, 128, 90)->path.fused);
+  setenv("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct_out", 1);
+  const std::string big = AllReducePlanFor(config, 8192);
+  setenv("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct", 1);
+  const std::string small = AllReducePlanFor(config, 128);
+  unsetenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+  EXPECT_EQ(big, "allreduce.direct_out");
+  EXPECT_EQ(small, "allreduce.direct");
 }
 
 }  // namespace
