@@ -28,22 +28,26 @@
 #                   peers' tile progress; 500 launches per chunk count, SM backend, 0 stalls expected
 #                   (scripts/stall-matrix.sh)
 #   ops_ar_out      ops_gpu_test's AllReduce cases (*ar_*) under MPS at 8 with
-#                   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out (the kernel writes the
-#                   caller's C; not the default until measured)
+#                   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out for every bucket
 #   ar_plan_direct, ar_plan_direct_out  the ops' AllReduce beside torch.ops.symm_mem on every
-#                   model (ops_vs_torch.sh, KINDS=ar) with the default plan, whose result is
-#                   copied out after the kernel (allreduce.direct), and with allreduce.direct_out
-#                   (SYNCOPATE_OPS_ALLREDUCE_PLAN; fill the build host's cache with it too).
-#                   Predicted: direct_out 1-2% faster at M=8192 (fused: the 128 MB copy after
-#                   the kernel gone, the copies under the GEMM), slower at M=2048 (unfused)
+#                   model (ops_vs_torch.sh, KINDS=ar): the default plans (allreduce.direct,
+#                   direct_out for buckets of at most 2 MiB of C) and direct_out everywhere
+#                   (fill the build host's cache with the knob too). Measured (twenty-second
+#                   session, H100): direct_out 4-7% slower fused at M=8192, 9-16% unfused at 2048
 #   ar_2048_plans   the AllReduce at M=2048 on the unfused path (LLaMA-3.1-70B, ops_bench, 2
-#                   ranks as MPS clients at 50%): each plan, the transfers' default comm CTAs (30
-#                   over allreduce.direct_out's 3 channels, 32 over direct's 2) and 48. Predicted:
-#                   direct_out slower at the default (10 CTAs a phase where direct has 16, its
-#                   copies after the gather where a full-GPU copy was), closer at 48
-#   ar_tuned        ar_plan_direct_out with TUNE=1: `ops_bench --tune` picks each bucket's path
-#                   first (is the AllReduce at M=2048 faster fused?), and the C++ and Python
-#                   runs take it (fill the build host's cache with TUNE=1 KINDS=ar too)
+#                   ranks as MPS clients at 50%): each plan at the transfers' default comm CTAs
+#                   and at 48 (twenty-second session: direct 1.673 / 1.625 ms, direct_out 1.774 /
+#                   1.707)
+#   ar_tuned        ar_plan_direct with TUNE=1: `ops_bench --tune` picks each bucket's path
+#                   first and the C++ and Python runs take it (fill the build host's cache with
+#                   TUNE=1 KINDS=ar too). With direct_out (twenty-second session) it took the
+#                   fused path at M=2048, faster than direct_out unfused; does the default plan's
+#                   fused path win there too? (Predicted: yes for 70B and Qwen2-72B, whose
+#                   GEMM is long enough to hide the transfers, within 2% for 8B.)
+#   ar_plan_traces  the AllReduce at M=8192 (70B) traced with each plan (ar_first_run_ab.sh, MPS
+#                   at 45% each, so no late CTAs): where direct_out's 0.36 ms goes. Predicted:
+#                   the comm CTAs' tail after the last tile is longer by about that, the copies
+#                   bunched behind the channel's order (launch_trace_summary's comm_tail)
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
@@ -63,7 +67,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
                   [ar_plan_direct_out]=70 [ar_tuned]=170 [ar_2048_plans]=80
-                  [ops_ar_out]=70)
+                  [ops_ar_out]=70 [ar_plan_traces]=90)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -112,9 +116,19 @@ run_step() {  # run_step NAME LIMIT
       done
       rm -rf "$cache"
       ;;
-    ar_tuned)
-      scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 \
-        SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out
+    ar_tuned) scripted_step "$name" "$limit" bench/ops/ops_vs_torch.sh KINDS=ar TUNE=1 ;;
+    ar_plan_traces)
+      local plan dir
+      for plan in allreduce.direct allreduce.direct_out; do
+        echo "-- $plan"
+        dir=$final_out/${name}_${plan#allreduce.}
+        mkdir -p "$dir"
+        SYNCOPATE_OPS_ALLREDUCE_PLAN=$plan MPS_PCT=45 VARIANTS=200:0:1 OUT="$dir" \
+          timeout $((limit / 2)) bash bench/ops/ar_first_run_ab.sh
+        (($? == 124)) && mps_kill_strays
+        [[ -f $dir/ar_first_run.tgz ]] && mv "$dir/ar_first_run.tgz" "$dir.tgz"
+        rm -rf "$dir"
+      done
       ;;
     push_ab)  # the fused direct ReduceScatter with and without tile parts, same call
       scripted_step push "$limit" bench/multigpu/rs_plans_ab.sh PLANS=reducescatter.direct \
@@ -158,17 +172,20 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 490 s) is what the AllReduce writing the caller's C from its kernel
-# (allreduce.direct_out, opt-in) owes: the ops' AllReduce tests with it under MPS, the A/Bs,
-# and the protocol suite time-sliced, which the twentieth session's join rule and workload
-# check owe.
-# Still owed after it: STEPS="stall_ring_oversubscribed ar_late_45 ops_ts_8", then ar_join.
-# The stall step's kernels can be compiled on the build host:
+# The default (about 470 s): what the twenty-second session's measurements left open (the
+# fused direct AllReduce at M=2048 through the tuner, the two plans traced) and the ops' tests on
+# its change (small AllReduce buckets take direct_out: an op's buckets then mix the two plans).
+# The recipe: OPS_FILL=1 scripts/gpu-run.sh, then the fills of
+#   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out MODELS=llama3.1-70b:8192,28672 KINDS=ar
+#   and TUNE=1 KINDS=ar (FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh).
+# Still owed after it: ops_ts_1, ops_ts_32, then the stall matrix at 8 ranks, world 3 and
+# time-sliced (scripts/stall-matrix.sh). The stall step's kernels can be compiled on the build
+# host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
-# The protocol suite at 32 takes 230 s under MPS (only its 2- and 3-rank cases fit) and 310 s
+# The protocol suite at 32 takes 220 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-ops_ar_out ar_plan_direct ar_plan_direct_out ar_2048_plans protocol_ts_8}; do
+for name in ${STEPS:-ar_tuned ar_plan_traces ops_mps_8 ops_ar_out}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
