@@ -45,9 +45,12 @@
 #                   fused path win there too? (Predicted: yes for 70B and Qwen2-72B, whose
 #                   GEMM is long enough to hide the transfers, within 2% for 8B.)
 #   ar_plan_traces  the AllReduce at M=8192 (70B) traced with each plan (ar_first_run_ab.sh, MPS
-#                   at 45% each, so no late CTAs): where direct_out's 0.36 ms goes. Predicted:
-#                   the comm CTAs' tail after the last tile is longer by about that, the copies
-#                   bunched behind the channel's order (launch_trace_summary's comm_tail)
+#                   at 45% each, so no late CTAs). direct_out's copies had one channel when it
+#                   measured 0.36 ms slower than direct (twenty-second session); each source's
+#                   copies have their own since. Predicted: direct_out within 2% of direct per
+#                   kernel, its comm CTAs' tail after the last tile (launch_trace_summary's
+#                   comm_tail) at most 0.1 ms longer than direct's, the copy after direct's
+#                   kernel (about 0.1 ms) gone
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).

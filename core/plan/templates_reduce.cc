@@ -282,21 +282,26 @@ absl::StatusOr<Plan> BuildAllReduceSplit(const TemplateParams& params) {
 // (j, k), which q's own reduction read: the push depends on that reduction having landed.
 //
 // allreduce.direct_out: the same, plus every rank r copies each chunk (j, k) of its "data" into
-// the same region of "out" (LOCAL_COPY on the channel after the gather's) once the chunk is final
-// on r: its own chunks after the W-1 reductions into them, a peer's after that peer's push into r.
-// Only r's own copies touch r's "out", so no peer ever addresses it and the runtime may bind it
-// to any device memory per launch (the caller's output tensor), which saves the copy an op would
-// otherwise run after the kernel. The copy channel is chunk-major (chunk k's own copy, then its
-// peers' in arrival order, round d's from r - d) so that chunk k's copies never queue behind a
-// later chunk's; the own copy takes step (k+1) * (W-1), after its reductions', and the copy of
-// round d's push the push's step + 1 (the last one ties with chunk k+1's own copy and precedes
-// it by insertion order). World 1: one copy per chunk with no deps, of data as computed.
+// the same region of "out" (LOCAL_COPY) once the chunk is final on r: its own chunks after the
+// W-1 reductions into them, a peer's after that peer's push into r. Only r's own copies touch
+// r's "out", so no peer ever addresses it and the runtime may bind it to any device memory per
+// launch (the caller's output tensor), which saves the copy an op would otherwise run after the
+// kernel. The copies of each source have a channel of their own after the gather's, chunk-major:
+// r's own chunks on channel 2(W-1), round d's chunks (pushed from r - d) on 2(W-1) + d. A fused
+// kernel keeps channel order, so on one channel for all of them (the twenty-first session's
+// layout) an own chunk's copy, final once the peers' reductions land, waited behind the previous
+// peer chunk's copy, which waits for that peer's push; and round-robin dealing gave comm CTA 0
+// the ReduceScatter's and every copy's channel at 2 ranks (bench/RESULTS.md, twenty-second
+// session: that layout was 4-7% slower than direct at M=8192). The own copy takes step
+// (k+1) * (W-1), after its reductions', and the copy of round d's push the push's step + 1.
+// World 1: one copy per chunk with no deps, of data as computed.
 absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const ShardLayout& layout,
                                           bool copy_out) {
   const int w = params.world_size;
   const int rounds = std::max(1, w - 1);
+  // direct_out: one copy channel for r's own chunks, one per round for the peers' (w - 1).
   PlanBuilder b(copy_out ? "allreduce.direct_out" : "allreduce.direct", CollectiveKind::kAllReduce,
-                w, 2 * rounds + (copy_out ? 1 : 0));
+                w, 2 * rounds + (copy_out ? w : 0));
   AddAllReduceContract(b, params, copy_out ? "out" : "");
   ScatterPhase rs{.input = "data", .in_place = true, .op = params.op};
   ASSIGN_OR_RETURN(ChunkDeps done, AddReduceScatterDirect(b, layout, rs));
@@ -308,10 +313,11 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   ChunkPushes pushes;
   RETURN_IF_ERROR(AddAllGatherDirect(b, layout, ag, &pushes));
   if (!copy_out) return std::move(b).Finish();
-  auto copy = [&](int r, int j, int k, std::vector<int> deps, int step) {
-    const Region region = layout.ChunkRegion(j, k);
-    Transfer t = MakeTransfer(TransferKind::kLocalCopy, r, r, 2 * rounds, "data", region, "out",
-                              region, layout.GlobalChunk(j, k), step);
+  // Round d = 0 is r's own chunk.
+  auto copy = [&](int r, int d, int k, std::vector<int> deps, int step) {
+    const Region region = layout.ChunkRegion((r - d + w) % w, k);
+    Transfer t = MakeTransfer(TransferKind::kLocalCopy, r, r, 2 * rounds + d, "data", region, "out",
+                              region, layout.GlobalChunk((r - d + w) % w, k), step);
     t.after_compute = deps.empty();
     t.deps = std::move(deps);
     b.Add(std::move(t));
@@ -319,11 +325,8 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   for (int k = 0; k < layout.chunks(); ++k) {
     const int chunk_step = (w - 1) + k * (w - 1);
     for (int r = 0; r < w; ++r) {
-      copy(r, r, k, done[r][k], chunk_step);
-      for (int d = 1; d < w; ++d) {
-        const int j = (r - d + w) % w;
-        copy(r, j, k, {pushes[j][k][r]}, chunk_step + d);
-      }
+      copy(r, 0, k, done[r][k], chunk_step);
+      for (int d = 1; d < w; ++d) copy(r, d, k, {pushes[(r - d + w) % w][k][r]}, chunk_step + d);
     }
   }
   return std::move(b).Finish();

@@ -143,7 +143,8 @@ Collective CollectiveOf(OpKind kind) {
 // same GPU time per run (0.131 ms) and 2.8-3.0 us less host time per run call (7.9-8.6 against
 // 10.7-11.6: one launch fewer); but 4-7% slower fused at M=8192 and 9-16% slower unfused at 2048,
 // where the copies inside the kernel cost more than one full-GPU copy after it. So direct_out
-// only where C is small enough for the copy's launch, not its bytes, to be its cost.
+// only where C is small enough for the copy's launch, not its bytes, to be its cost. (Measured
+// with every copy on one channel; each source's copies have their own since, not yet measured.)
 // SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
 // `ops_bench --fill-cache` too, or the kernels compile on the GPU) takes one plan for every
 // bucket instead.

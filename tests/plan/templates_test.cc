@@ -358,56 +358,58 @@ TEST(TemplatesTest, AllReduceDirectOutTouchesOutOnlyByOwnLocalCopies) {
   }
 }
 
-// The copies of rank r sit alone on the channel after the gather's, chunk-major: chunk k's own
-// copy, then the peers' chunk k in arrival order (round d's push comes from r - d); each waits
-// for exactly what makes its chunk final on r: the W-1 reductions into an own chunk, the owner's
-// push into r for a peer's.
-TEST(TemplatesTest, AllReduceDirectOutCopiesChunkMajorAfterTheChunkIsFinal) {
+// The copies of rank r sit on channels after the gather's, one per source, chunk-major: r's own
+// chunks on channel 2(W-1), round d's (pushed from r - d) on 2(W-1) + d, so no copy waits behind
+// one of another source. Each waits for exactly what makes its chunk final on r: the W-1
+// reductions into an own chunk, the owner's push into r for a peer's.
+TEST(TemplatesTest, AllReduceDirectOutCopiesEachSourceChunkMajorAfterTheChunkIsFinal) {
   for (int world : {1, 2, 3, 4, 8}) {
     for (int chunks : {1, 3}) {
       absl::StatusOr<Plan> plan = BuildTemplate(
           "allreduce.direct_out", Params(world, {int64_t{world} * chunks * 2}, chunks));
       ASSERT_TRUE(plan.ok()) << plan.status();
       const std::vector<const Transfer*> by_id = plan->TransfersById();
-      const int copy_channel = 2 * std::max(1, world - 1);
+      const int first_copy_channel = 2 * std::max(1, world - 1);
       for (int r = 0; r < world; ++r) {
         SCOPED_TRACE(absl::StrCat("world ", world, " chunks ", chunks, " rank ", r));
-        ASSERT_EQ(plan->ranks[r].channels.size(), static_cast<size_t>(copy_channel + 1));
-        for (int c = 0; c < copy_channel; ++c) {
+        ASSERT_EQ(plan->ranks[r].channels.size(), static_cast<size_t>(first_copy_channel + world));
+        for (int c = 0; c < first_copy_channel; ++c) {
           for (const Transfer& t : plan->ranks[r].channels[c]) EXPECT_NE(t.dst_buffer, "out");
         }
-        const std::vector<Transfer>& channel = plan->ranks[r].channels[copy_channel];
-        ASSERT_EQ(channel.size(), static_cast<size_t>(world * chunks));
-        for (size_t i = 0; i < channel.size(); ++i) {
-          const Transfer& t = channel[i];
-          const int k = static_cast<int>(i) / world, d = static_cast<int>(i) % world;
+        for (int d = 0; d < world; ++d) {
+          const std::vector<Transfer>& channel = plan->ranks[r].channels[first_copy_channel + d];
+          ASSERT_EQ(channel.size(), static_cast<size_t>(chunks)) << "round " << d;
           const int owner = (r - d + world) % world;
-          EXPECT_EQ(t.dst_buffer, "out") << "position " << i;
-          EXPECT_EQ(t.chunk, owner * chunks + k) << "position " << i;
-          if (d == 0) {
-            EXPECT_EQ(t.deps.size(), static_cast<size_t>(world - 1)) << "position " << i;
-            EXPECT_EQ(t.after_compute, world == 1);
-            std::set<int> from;
-            for (int dep : t.deps) {
-              const Transfer* rs = by_id[dep];
-              EXPECT_EQ(rs->reduce, ReduceOp::kSum);
-              EXPECT_EQ(rs->peer, r);
-              EXPECT_EQ(rs->chunk, t.chunk);
-              EXPECT_EQ(rs->dst_region, t.src_region);
-              from.insert(rs->rank);
+          for (int k = 0; k < chunks; ++k) {
+            SCOPED_TRACE(absl::StrCat("round ", d, " chunk ", k));
+            const Transfer& t = channel[k];
+            EXPECT_EQ(t.dst_buffer, "out");
+            EXPECT_EQ(t.chunk, owner * chunks + k);
+            if (d == 0) {
+              EXPECT_EQ(t.deps.size(), static_cast<size_t>(world - 1));
+              EXPECT_EQ(t.after_compute, world == 1);
+              std::set<int> from;
+              for (int dep : t.deps) {
+                const Transfer* rs = by_id[dep];
+                EXPECT_EQ(rs->reduce, ReduceOp::kSum);
+                EXPECT_EQ(rs->peer, r);
+                EXPECT_EQ(rs->chunk, t.chunk);
+                EXPECT_EQ(rs->dst_region, t.src_region);
+                from.insert(rs->rank);
+              }
+              EXPECT_EQ(from.size(), static_cast<size_t>(world - 1));
+            } else {
+              EXPECT_FALSE(t.after_compute);
+              ASSERT_EQ(t.deps.size(), 1u);
+              const Transfer* push = by_id[t.deps[0]];
+              EXPECT_EQ(push->kind, TransferKind::kPush);
+              EXPECT_EQ(push->reduce, ReduceOp::kNone);
+              EXPECT_EQ(push->rank, owner);
+              EXPECT_EQ(push->peer, r);
+              EXPECT_EQ(push->chunk, t.chunk);
+              EXPECT_EQ(push->dst_buffer, "data");
+              EXPECT_EQ(push->dst_region, t.src_region);
             }
-            EXPECT_EQ(from.size(), static_cast<size_t>(world - 1)) << "position " << i;
-          } else {
-            EXPECT_FALSE(t.after_compute);
-            ASSERT_EQ(t.deps.size(), 1u) << "position " << i;
-            const Transfer* push = by_id[t.deps[0]];
-            EXPECT_EQ(push->kind, TransferKind::kPush);
-            EXPECT_EQ(push->reduce, ReduceOp::kNone);
-            EXPECT_EQ(push->rank, owner);
-            EXPECT_EQ(push->peer, r);
-            EXPECT_EQ(push->chunk, t.chunk);
-            EXPECT_EQ(push->dst_buffer, "data");
-            EXPECT_EQ(push->dst_region, t.src_region);
           }
         }
       }
@@ -423,13 +425,15 @@ TEST(TemplatesTest, AllReduceDirectOutCopyWithoutItsDepsIsInvalid) {
       BuildTemplate("allreduce.direct_out", Params(world, {int64_t{world} * chunks * 2}, chunks));
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(ValidatePlan(*plan).ok());
-  const int copy_channel = 2 * (world - 1);
   for (int r = 0; r < world; ++r) {
-    for (size_t i = 0; i < plan->ranks[r].channels[copy_channel].size(); ++i) {
-      Plan broken = *plan;
-      broken.ranks[r].channels[copy_channel][i].deps.clear();
-      const absl::Status valid = ValidatePlan(broken);
-      EXPECT_THAT(valid.message(), HasSubstr("race")) << "rank " << r << " copy " << i;
+    for (int c = 2 * (world - 1); c < 3 * world - 2; ++c) {
+      for (size_t i = 0; i < plan->ranks[r].channels[c].size(); ++i) {
+        Plan broken = *plan;
+        broken.ranks[r].channels[c][i].deps.clear();
+        const absl::Status valid = ValidatePlan(broken);
+        EXPECT_THAT(valid.message(), HasSubstr("race"))
+            << "rank " << r << " channel " << c << " copy " << i;
+      }
     }
   }
 }
