@@ -39,7 +39,6 @@
 namespace syncopate::ops {
 namespace {
 
-constexpr int64_t kElementBytes = 2;  // bf16 and fp16
 // The ops' GEMMs need bf16 / fp16 mma (sm_80) at least.
 constexpr int kMinComputeCapability = 80;
 // NVRTC threads of a Create (each compile takes a core and a few hundred MB).

@@ -315,9 +315,10 @@ absl::StatusOr<Plan> BuildAllReduceDirect(const TemplateParams& params, const Sh
   if (!copy_out) return std::move(b).Finish();
   // Round d = 0 is r's own chunk.
   auto copy = [&](int r, int d, int k, std::vector<int> deps, int step) {
-    const Region region = layout.ChunkRegion((r - d + w) % w, k);
+    const int owner = (r - d + w) % w;
+    const Region region = layout.ChunkRegion(owner, k);
     Transfer t = MakeTransfer(TransferKind::kLocalCopy, r, r, 2 * rounds + d, "data", region, "out",
-                              region, layout.GlobalChunk((r - d + w) % w, k), step);
+                              region, layout.GlobalChunk(owner, k), step);
     t.after_compute = deps.empty();
     t.deps = std::move(deps);
     b.Add(std::move(t));

@@ -153,7 +153,6 @@ std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m) {
       knob != nullptr && *knob != '\0') {
     return knob;
   }
-  constexpr int64_t kElementBytes = 2;  // bf16 and fp16
   return bucket_m * config.n * kElementBytes <= kDirectOutMaxOutputBytes ? "allreduce.direct_out"
                                                                          : "allreduce.direct";
 }

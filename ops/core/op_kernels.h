@@ -64,6 +64,9 @@ struct OpKernels {
 
 std::string DefaultPlanTemplate(Collective collective);
 
+// Bytes per element of every op's tensors (bf16 and fp16).
+inline constexpr int64_t kElementBytes = 2;
+
 // The AllReduce's plan for the bucket at `bucket_m` (PlanBucket): allreduce.direct_out where
 // the bucket's C is at most kDirectOutMaxOutputBytes (the run then needs no copy after the
 // kernel), else allreduce.direct; SYNCOPATE_OPS_ALLREDUCE_PLAN overrides both.
