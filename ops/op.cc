@@ -575,7 +575,16 @@ Status Op::error() const {
   return FromAbsl(impl_->rt->group().RecordedTimeout());
 }
 
-Result<PathChoice> Op::Path(int64_t m) const { return ChoosePath(impl_->config, world(), m); }
+// ChoosePath's answer with the plan the bucket's kernels were built with (an AllReduce's differs
+// by bucket: AllReducePlanFor), so the reason says what a run at m moves and how.
+Result<PathChoice> Op::Path(int64_t m) const {
+  Result<PathChoice> path = ChoosePath(impl_->config, world(), m);
+  if (!path.ok()) return path;
+  absl::StatusOr<Variant*> v = impl_->VariantFor(m);
+  if (!v.ok()) return FromAbsl(v.status());
+  path->reason += "; plan " + (*v)->kernels.plan.name;
+  return path;
+}
 
 CUdeviceptr Op::InputWorkspace(int64_t m) const {
   Result<PathChoice> path = Path(m);

@@ -46,12 +46,12 @@ absl::StatusOr<LoopOp> MakeLoopOp(const Case& c, const std::string& job, int ran
     const int64_t rows = gather ? m / c.world : m;
     ASSIGN_OR_RETURN(l.inputs.emplace_back(), cuda::DeviceBuffer::Allocate(api, rows * k * 2));
     RETURN_IF_ERROR(Upload(api, l.inputs.back().get(), Matrix(SeedA(rank), rows, k), c.dtype));
-    l.expected.push_back(Expected(c, rank, m, kN, k, 0));
+    l.expected.push_back(Expected(c, rank, m, c.n, k, 0));
     ASSIGN_OR_RETURN(l.outputs.emplace_back(),
                      cuda::DeviceBuffer::Allocate(api, l.expected.back().size() * 2));
   }
-  ASSIGN_OR_RETURN(l.weight, cuda::DeviceBuffer::Allocate(api, kN * k * 2));
-  RETURN_IF_ERROR(Upload(api, l.weight.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
+  ASSIGN_OR_RETURN(l.weight, cuda::DeviceBuffer::Allocate(api, c.n * k * 2));
+  RETURN_IF_ERROR(Upload(api, l.weight.get(), Matrix(SeedB(rank, 0), c.n, k), c.dtype));
   return l;
 }
 
@@ -74,7 +74,7 @@ absl::Status CheckAll(const cuda::DriverApi& api, const std::vector<LoopOp>& ops
                       const std::vector<int64_t>& ms, const std::string& when) {
   for (const LoopOp& l : ops) {
     for (size_t j = 0; j < ms.size(); ++j) {
-      RETURN_IF_ERROR(ExpectEqual(api, l.outputs[j].get(), l.expected[j], kN, l.c.dtype,
+      RETURN_IF_ERROR(ExpectEqual(api, l.outputs[j].get(), l.expected[j], l.c.n, l.c.dtype,
                                   absl::StrCat(l.c.name, " M=", ms[j], " ", when)));
     }
   }
@@ -172,7 +172,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.name = "ar_w2_fused",
              .kind = OpKind::kMatmulAllReduce,
              .backend = Backend::kSm,
-             .path = PathPreference::kFused}),
+             .path = PathPreference::kFused},
+        // Buckets 512 and 1024 on allreduce.direct_out, 2048 on allreduce.direct (4 MiB of C):
+        // one graph replays both plans' runs (AllReducePlanFor).
+        Case{.name = "ar_w2_mixed_plans",
+             .kind = OpKind::kMatmulAllReduce,
+             .backend = Backend::kSm,
+             .path = PathPreference::kFused,
+             .n = 1024}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // No warm-up: the first run of every bucket is recorded into a graph right after Create, which
@@ -219,10 +226,10 @@ absl::Status CaptureBeforeAnyRun(const Case& c, const std::string& job, int rank
   }
   RETURN_IF_ERROR(SyncAndCheck(*api, ops, ms, stream.get(), "direct runs after the replays"));
   const int64_t k = 256 / c.world;  // MakeLoopOp's
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer moved, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
-  RETURN_IF_ERROR(Upload(*api, moved.get(), Matrix(SeedB(rank, 1), kN, k), c.dtype));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer moved, cuda::DeviceBuffer::Allocate(*api, c.n * k * 2));
+  RETURN_IF_ERROR(Upload(*api, moved.get(), Matrix(SeedB(rank, 1), c.n, k), c.dtype));
   ops[0].weight = std::move(moved);
-  for (size_t j = 0; j < ms.size(); ++j) ops[0].expected[j] = Expected(c, rank, ms[j], kN, k, 1);
+  for (size_t j = 0; j < ms.size(); ++j) ops[0].expected[j] = Expected(c, rank, ms[j], c.n, k, 1);
   ASSIGN_OR_RETURN(const cuda::Graph second, capture("capture with a new weight"));
   return replay(second, "replay with the new weight");
 }

@@ -2,8 +2,10 @@
 #include "tests/ops/ops_gpu_support.h"
 
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -121,11 +123,20 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                    FromBits(bits[first], dtype), ", want ", expected[first]));
 }
 
+absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan) {
+  constexpr std::string_view kMarker = "; plan ";
+  const size_t at = path.reason.rfind(kMarker);
+  const std::string named = at == std::string::npos ? "" : path.reason.substr(at + kMarker.size());
+  if (named == plan || absl::StartsWith(named, plan + ".split")) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("M=", path.m, ": expected plan ", plan, " in the path's reason: ", path.reason));
+}
+
 OpConfig OpConfigFor(const Case& c) {
   OpConfig config;
   config.kind = c.kind;
   config.max_m = kMaxM;
-  config.n = kN;
+  config.n = c.n;
   config.k = 256 / c.world;  // sums over k (and ranks) stay exact: see the file comment
   config.dtype = c.dtype;
   config.backend = c.backend;

@@ -40,6 +40,9 @@ struct Case {
   bool bootstrap = false;          // the group forms through a caller's allgather, not the sockets
   bool tile_parts = OpConfig{}.tile_parts;  // false: whole chunks
   std::vector<int64_t> m_buckets;  // empty: the default buckets
+  // C's columns. At kN every AllReduce bucket is small enough for allreduce.direct_out
+  // (AllReducePlanFor); from 1024 the max_m bucket takes allreduce.direct, so one op mixes both.
+  int64_t n = kN;
 };
 
 // AllGather+GEMM at world 4, fused, on the copy engine with 2 chunks per shard: the copy-engine
@@ -91,7 +94,12 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                          const std::vector<float>& expected, int64_t cols, DType dtype,
                          const std::string& what);
 
-// The tests' config of case `c`: max_m kMaxM, n kN, k 256 / world.
+// OK when `path`'s reason names `plan` as the plan its bucket was built with (Op::Path ends it
+// with "; plan <name>", a plan split into chunks with ".split<n>" after the name); else an
+// error quoting the reason.
+absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan);
+
+// The tests' config of case `c`: max_m kMaxM, n c.n, k 256 / world.
 OpConfig OpConfigFor(const Case& c);
 
 // Creates rank `rank`'s op of case `c`; with c.bootstrap the group forms through `bytes_only`, a

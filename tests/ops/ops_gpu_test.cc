@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/base/status_macros.h"
+#include "ops/core/op_kernels.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/node_rendezvous.h"
@@ -28,6 +29,7 @@ namespace {
 // One rank of a case: create, then runs at Ms that hit buckets and Ms that pad, each checked. A
 // bucket's M uses the caller's C (AllGather) or A (the reductions) in place when 16-byte
 // aligned; the last run shifts them by one element, so the same M goes through the copies.
+// An AllReduce's path also names the plan its bucket was built with.
 absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   const int64_t k = 256 / c.world;
   std::unique_ptr<cuda::NodeRendezvous> bytes_only;
@@ -41,12 +43,12 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
   ASSIGN_OR_RETURN(cuda::DeviceBuffer a,
                    cuda::DeviceBuffer::Allocate(*api, a_rows * k * 2 + kShift));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer out,
-                   cuda::DeviceBuffer::Allocate(*api, c_rows * kN * 2 + kShift));
+                   cuda::DeviceBuffer::Allocate(*api, c_rows * c.n * 2 + kShift));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer gathered, cuda::DeviceBuffer::Allocate(*api, kMaxM * k * 2));
   std::vector<cuda::DeviceBuffer> weights;
   for (int w = 0; w < 2; ++w) {
-    ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
-    RETURN_IF_ERROR(Upload(*api, b.get(), Matrix(SeedB(rank, w), kN, k), c.dtype));
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(*api, c.n * k * 2));
+    RETURN_IF_ERROR(Upload(*api, b.get(), Matrix(SeedB(rank, w), c.n, k), c.dtype));
     weights.push_back(std::move(b));
   }
   ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
@@ -65,6 +67,9 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
     RETURN_IF_ERROR(Upload(*api, a_at, a_host, c.dtype));
     Result<PathChoice> path = op.Path(m);
     OPS_RETURN_IF_ERROR(path.status());
+    if (c.kind == OpKind::kMatmulAllReduce) {
+      RETURN_IF_ERROR(ExpectPlanNamed(*path, AllReducePlanFor(OpConfigFor(c), path->bucket_m)));
+    }
     const std::string what = absl::StrCat(c.name, " rank ", rank, " M=", m, " (", path->reason,
                                           shift != 0 ? ", caller's tensors unaligned" : "", ")");
     RunArgs args{.m = m, .a = a_at, .b = weights[weight].get(), .c = out_at};
@@ -82,7 +87,7 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
       gathered_ok = ExpectEqual(*api, gathered.get(), full, k, c.dtype, what + " a_gathered");
     }
     absl::Status out_ok =
-        ExpectEqual(*api, out_at, Expected(c, rank, m, kN, k, weight), kN, c.dtype, what);
+        ExpectEqual(*api, out_at, Expected(c, rank, m, c.n, k, weight), c.n, c.dtype, what);
     if (!out_ok.ok() || !gathered_ok.ok()) {
       return absl::InternalError(absl::StrCat(out_ok.message(), " | ", gathered_ok.message()));
     }
@@ -126,6 +131,9 @@ INSTANTIATE_TEST_SUITE_P(
              .tile_parts = false},
         Case{.name = "ar_auto", .kind = OpKind::kMatmulAllReduce},
         Case{.name = "ar_fused", .kind = OpKind::kMatmulAllReduce, .path = PathPreference::kFused},
+        // Buckets 2048 (4 MiB of C: allreduce.direct, copied out after the kernel) and 512
+        // (1 MiB: allreduce.direct_out, written into the caller's C by the kernel) in one op.
+        Case{.name = "ar_mixed_plans", .kind = OpKind::kMatmulAllReduce, .n = 1024},
         Case{.name = "ag_bootstrap_callback", .kind = OpKind::kAllGatherMatmul, .bootstrap = true}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
@@ -146,11 +154,11 @@ absl::Status RunEngineLoop(const Case& c, const std::string& job, int rank) {
     const int64_t rows = gather ? m / c.world : m;
     ASSIGN_OR_RETURN(inputs.emplace_back(), cuda::DeviceBuffer::Allocate(*api, rows * k * 2));
     RETURN_IF_ERROR(Upload(*api, inputs.back().get(), Matrix(SeedA(rank), rows, k), c.dtype));
-    expected.push_back(Expected(c, rank, m, kN, k, 0));
+    expected.push_back(Expected(c, rank, m, c.n, k, 0));
   }
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer weight, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
-  RETURN_IF_ERROR(Upload(*api, weight.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
-  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, kMaxM * kN * 2));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer weight, cuda::DeviceBuffer::Allocate(*api, c.n * k * 2));
+  RETURN_IF_ERROR(Upload(*api, weight.get(), Matrix(SeedB(rank, 0), c.n, k), c.dtype));
+  ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, kMaxM * c.n * 2));
   ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
   for (int i = 0; i < kRuns; ++i) {
     const size_t j = static_cast<size_t>(i * 3 + i / 4) % ms.size();  // every M after every M
@@ -159,7 +167,7 @@ absl::Status RunEngineLoop(const Case& c, const std::string& job, int rank) {
     if (ran.ok()) ran = op->Synchronize(stream.get());
     const std::string what = absl::StrCat(c.name, " rank ", rank, " run ", i, " M=", ms[j]);
     if (!ran.ok()) return absl::Status(ToAbsl(ran).code(), absl::StrCat(what, ": ", ran.message()));
-    RETURN_IF_ERROR(ExpectEqual(*api, out.get(), expected[j], kN, c.dtype, what));
+    RETURN_IF_ERROR(ExpectEqual(*api, out.get(), expected[j], c.n, c.dtype, what));
   }
   return absl::OkStatus();
 }

@@ -174,6 +174,8 @@ class Op {
   // graph included; read from host-mapped memory, no synchronisation), or OK.
   Status error() const;
 
+  // ChoosePath's answer for this op, its reason ending with the plan the bucket's kernels were
+  // built with ("; plan allreduce.direct_out"; an AllReduce's plan depends on the bucket).
   Result<PathChoice> Path(int64_t m) const;
   // kAllGatherMatmul: where this rank's shard of a run at `m` lives in the workspace; a Run
   // whose `a` is this address skips the input copy (write the shard there yourself, on the run's
