@@ -175,9 +175,10 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 470 s): what the twenty-second session's measurements left open (the
-# fused direct AllReduce at M=2048 through the tuner, the two plans traced) and the ops' tests on
-# its change (small AllReduce buckets take direct_out: an op's buckets then mix the two plans).
+# The default (about 490 s): the ops' tests first (small AllReduce buckets take direct_out, so an
+# op's buckets mix the two plans: case ar_mixed_plans, run and captured; direct_out's new copy
+# layout), then what the twenty-second session's measurements left open (the two plans traced,
+# the fused direct AllReduce at M=2048 through the tuner).
 # The recipe: OPS_FILL=1 scripts/gpu-run.sh, then the fills of
 #   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out MODELS=llama3.1-70b:8192,28672 KINDS=ar
 #   and TUNE=1 KINDS=ar (FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh).
@@ -188,7 +189,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 220 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-ar_tuned ar_plan_traces ops_mps_8 ops_ar_out}; do
+for name in ${STEPS:-ops_mps_8 ar_plan_traces ar_tuned ops_ar_out}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
