@@ -575,20 +575,19 @@ Status Op::error() const {
   return FromAbsl(impl_->rt->group().RecordedTimeout());
 }
 
-// ChoosePath's answer with the plan the bucket's kernels were built with (an AllReduce's differs
-// by bucket: AllReducePlanFor), so the reason says what a run at m moves and how.
+// The path the bucket's variant was built with (PlanBucket: ChoosePath's, its reason naming the
+// plan), at this m.
 Result<PathChoice> Op::Path(int64_t m) const {
-  Result<PathChoice> path = ChoosePath(impl_->config, world(), m);
-  if (!path.ok()) return path;
   absl::StatusOr<Variant*> v = impl_->VariantFor(m);
   if (!v.ok()) return FromAbsl(v.status());
-  path->reason += "; plan " + (*v)->kernels.plan.name;
+  PathChoice path = (*v)->path;
+  path.m = m;
   return path;
 }
 
 CUdeviceptr Op::InputWorkspace(int64_t m) const {
-  Result<PathChoice> path = Path(m);
-  return path.ok() ? impl_->ShardAddress(path->bucket_m) : 0;
+  absl::StatusOr<Variant*> v = impl_->VariantFor(m);
+  return v.ok() ? impl_->ShardAddress((*v)->path.bucket_m) : 0;
 }
 
 const OpConfig& Op::config() const { return impl_->config; }

@@ -186,6 +186,7 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
                         absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
   }
   b.kernels = *std::move(kernels);
+  b.path.reason += "; plan " + b.kernels.plan.name;  // an AllReduce's differs by bucket
   return b;
 }
 

@@ -81,7 +81,8 @@ std::string_view CommOnlySource();
 Collective CollectiveOf(OpKind kind);
 
 // One bucket of an op as Op::Create builds it for `world` ranks on a GPU of compute capability
-// `cc`: the path ChoosePath takes at `bucket_m`, and its kernels, with a `syncopate tune`
+// `cc`: the path ChoosePath takes at `bucket_m` (its reason ending with the plan built, "; plan
+// <name>"), and its kernels, with a `syncopate tune`
 // winner's wgmma tiles where config.cache_dir holds one. `ops_bench --fill-cache` builds the same
 // on a host without a GPU. Reads at most one file.
 struct BucketKernels {

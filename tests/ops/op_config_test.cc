@@ -19,6 +19,7 @@ namespace syncopate::ops {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
 GroupConfig Group(int rank, int world) {
@@ -476,6 +477,7 @@ TEST(OpKernelsTest, SmallAllReduceBucketsWriteTheCallersOutputFromTheKernel) {
     absl::StatusOr<BucketKernels> b = PlanBucket(config, 2, e.m, 90);
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ(b->kernels.plan.name, e.plan) << e.m;
+    EXPECT_THAT(b->path.reason, EndsWith(std::string("; plan ") + e.plan)) << e.m;
     EXPECT_EQ(b->kernels.private_output, e.plan == std::string("allreduce.direct_out") ? "out" : "")
         << e.m;
   }

@@ -5,7 +5,6 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -127,7 +126,7 @@ absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan) {
   constexpr std::string_view kMarker = "; plan ";
   const size_t at = path.reason.rfind(kMarker);
   const std::string named = at == std::string::npos ? "" : path.reason.substr(at + kMarker.size());
-  if (named == plan || absl::StartsWith(named, plan + ".split")) return absl::OkStatus();
+  if (named == plan) return absl::OkStatus();
   return absl::InternalError(
       absl::StrCat("M=", path.m, ": expected plan ", plan, " in the path's reason: ", path.reason));
 }
