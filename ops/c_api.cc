@@ -2,6 +2,7 @@
 // caller's structs (checking struct_size first: a caller built against an older header passes
 // fewer bytes), calls the C++ API and records the message of a failure for
 // syncopate_last_error(). Nothing throws across the boundary.
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -93,20 +94,35 @@ int32_t Guarded(Body&& body) {
   }
 }
 
-// A caller's struct: not NULL, and at least as large as this library's (struct_size first).
+// Whether a caller's struct (of at least the ABI's first size, CheckStruct) reaches past
+// `member`: a field a later header appended, which an older caller's struct lacks.
+#define SYNCOPATE_HAS_FIELD(s, type, member) \
+  ((s)->struct_size >= offsetof(type, member) + sizeof((s)->member))
+
+// A caller's struct: not NULL, and at least `first_size` bytes (struct_size first): the size of
+// this ABI version's first release of it. A caller built against an older header passes fewer
+// bytes than this library's struct; the fields it lacks take their defaults (inputs) or are not
+// written (outputs), checked with SYNCOPATE_HAS_FIELD.
 template <class CStruct>
-Status CheckStruct(const CStruct* in, const char* what, const char* type) {
+Status CheckStruct(const CStruct* in, const char* what, const char* type, size_t first_size) {
   if (in == nullptr) return Status(StatusCode::kInvalidArgument, std::string(what) + " is NULL");
-  if (in->struct_size < sizeof(CStruct)) {
+  if (in->struct_size < first_size) {
     return Status(StatusCode::kInvalidArgument,
                   std::string(what) + " struct_size " + std::to_string(in->struct_size) + " < " +
-                      std::to_string(sizeof(CStruct)) + " (set it to sizeof(" + type + "))");
+                      std::to_string(first_size) + " (set it to sizeof(" + type + "))");
   }
   return Status::Ok();
 }
 
+// Each struct's first size: the fields up to the first one a later header appended.
+constexpr size_t kGroupConfigFirstSize = sizeof(syncopate_group_config);
+constexpr size_t kOpConfigFirstSize = offsetof(syncopate_op_config, tile_parts);
+constexpr size_t kPathFirstSize = offsetof(syncopate_path, tile_parts);
+
 Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
-  if (Status s = CheckStruct(in, "group config", "syncopate_group_config"); !s.ok()) return s;
+  if (Status s = CheckStruct(in, "group config", "syncopate_group_config", kGroupConfigFirstSize);
+      !s.ok())
+    return s;
   out.job = in->job != nullptr ? in->job : "";
   out.rank = in->rank;
   out.world = in->world;
@@ -119,7 +135,8 @@ Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
 }
 
 Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
-  if (Status s = CheckStruct(in, "op config", "syncopate_op_config"); !s.ok()) return s;
+  if (Status s = CheckStruct(in, "op config", "syncopate_op_config", kOpConfigFirstSize); !s.ok())
+    return s;
   if (in->num_buckets < 0 || in->num_buckets > SYNCOPATE_MAX_BUCKETS) {
     return Status(StatusCode::kInvalidArgument,
                   "op config num_buckets " + std::to_string(in->num_buckets) + " is not in 0.." +
@@ -143,12 +160,6 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
                   "op config num_bucket_paths " + std::to_string(in->num_bucket_paths) +
                       " is not in 0.." + std::to_string(SYNCOPATE_MAX_BUCKETS));
   }
-  if (in->tile_parts < -1 || in->tile_parts > 1) {
-    return Status(StatusCode::kInvalidArgument, "op config tile_parts " +
-                                                    std::to_string(in->tile_parts) +
-                                                    " is not -1 (off), 0 (the default) or 1 (on)");
-  }
-  if (in->tile_parts != 0) out.tile_parts = in->tile_parts > 0;
   for (int i = 0; i < in->num_bucket_paths; ++i) {
     const syncopate_bucket_path& p = in->bucket_paths[i];
     out.bucket_paths.push_back({.bucket_m = p.bucket_m,
@@ -156,20 +167,37 @@ Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
                                 .backend = static_cast<ops::Backend>(p.backend),
                                 .chunks = p.chunks});
   }
+  const int32_t tile_parts =
+      SYNCOPATE_HAS_FIELD(in, syncopate_op_config, tile_parts) ? in->tile_parts : 0;
+  if (tile_parts < -1 || tile_parts > 1) {
+    return Status(StatusCode::kInvalidArgument, "op config tile_parts " +
+                                                    std::to_string(tile_parts) +
+                                                    " is not -1 (off), 0 (the default) or 1 (on)");
+  }
+  if (tile_parts != 0) out.tile_parts = tile_parts > 0;
   return Status::Ok();
+}
+
+// `text` into a caller's char array, NUL-terminated, truncated to fit.
+template <size_t kSize>
+void CopyTruncated(const std::string& text, char (&to)[kSize]) {
+  std::strncpy(to, text.c_str(), kSize - 1);
+  to[kSize - 1] = '\0';
 }
 
 Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
   if (!choice.ok()) return choice.status();
-  if (Status s = CheckStruct(out, "path", "syncopate_path"); !s.ok()) return s;
+  if (Status s = CheckStruct(out, "path", "syncopate_path", kPathFirstSize); !s.ok()) return s;
   out->m = choice->m;
   out->bucket_m = choice->bucket_m;
   out->fused = choice->fused ? 1 : 0;
   out->backend = static_cast<int32_t>(choice->backend);
   out->chunks = choice->chunks;
-  out->tile_parts = choice->tile_parts ? 1 : 0;
-  std::strncpy(out->reason, choice->reason.c_str(), sizeof(out->reason) - 1);
-  out->reason[sizeof(out->reason) - 1] = '\0';
+  CopyTruncated(choice->reason, out->reason);
+  if (SYNCOPATE_HAS_FIELD(out, syncopate_path, tile_parts)) {
+    out->tile_parts = choice->tile_parts ? 1 : 0;
+  }
+  if (SYNCOPATE_HAS_FIELD(out, syncopate_path, plan)) CopyTruncated(choice->plan, out->plan);
   return Status::Ok();
 }
 

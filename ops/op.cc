@@ -575,8 +575,7 @@ Status Op::error() const {
   return FromAbsl(impl_->rt->group().RecordedTimeout());
 }
 
-// The path the bucket's variant was built with (PlanBucket: ChoosePath's, its reason naming the
-// plan), at this m.
+// The path the bucket's variant was built with (PlanBucket: ChoosePath's), at this m.
 Result<PathChoice> Op::Path(int64_t m) const {
   absl::StatusOr<Variant*> v = impl_->VariantFor(m);
   if (!v.ok()) return FromAbsl(v.status());

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string>
 
+#include "ops/core/op_plans.h"
 #include "syncopate/ops.h"
 
 namespace syncopate::ops {
@@ -287,10 +288,11 @@ Result<PathChoice> ChoosePath(const OpConfig& op, int world, int64_t m) {
     why = HeuristicPath(op, world, rows_per_rank, choice);
   }
   choice.tile_parts = TileParts(op, choice);
+  choice.plan = PlanTemplateFor(op, choice.bucket_m);
   choice.reason = why + "; bucket M " + std::to_string(choice.bucket_m) + ", " +
                   BackendName(choice.backend) + " backend, " + std::to_string(choice.chunks) +
                   (choice.chunks == 1 ? " chunk" : " chunks") + " per shard" +
-                  (choice.tile_parts ? ", tile parts" : "");
+                  (choice.tile_parts ? ", tile parts" : "") + "; plan " + choice.plan;
   return choice;
 }
 

@@ -1,8 +1,6 @@
 // Plans and kernel specs of the ops and the tp bench; see op_kernels.h.
 #include "ops/core/op_kernels.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/plan/templates.h"
@@ -56,10 +54,6 @@ constexpr char kPrivateOutput[] = "out";
 
 }  // namespace
 
-// allreduce.direct rather than rs_ag: at 4 ranks (H100, MPS 25% each, 8B M=2048, same call) its
-// transfers alone took 0.241 ms against the rings' 0.291, and the unfused op 0.664 against
-// 0.722 (bench/RESULTS.md, twelfth session); at 2 ranks the two plans are the same transfers.
-// Small AllReduce buckets take allreduce.direct_out instead (AllReducePlanFor).
 std::string DefaultPlanTemplate(Collective collective) {
   static constexpr const char* kTemplates[] = {"allgather.push", "reducescatter.direct",
                                                "allreduce.direct"};
@@ -80,7 +74,8 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
       r.dtype, r.force_mma, r.tuned ? &*r.tuned : nullptr);
   out.gemm_spec = std::move(gemm.spec);
   out.gemm_source = gemm.source_name;
-  out.in_place_operand = ag ? "C" : "A";
+  out.in_place_operand =
+      std::string(ag ? "C" : "A");  // not assign(): gcc 12 -Wrestrict false positive
   switch (r.collective) {
     case Collective::kAllGather:
       tp.shape = {r.m, r.k};
@@ -136,27 +131,6 @@ Collective CollectiveOf(OpKind kind) {
   return Collective::kAllGather;
 }
 
-// allreduce.direct_out copies each final chunk into a buffer no peer addresses, which a run at
-// the bucket's M points at the caller's C: the transfers' kernel writes the result there, and no
-// copy of the whole output follows it. Measured against allreduce.direct (bench/RESULTS.md,
-// twenty-second session; H100, 2 ranks as MPS clients, same call): at M=128 (8B, 1 MiB of C) the
-// same GPU time per run (0.131 ms) and 2.8-3.0 us less host time per run call (7.9-8.6 against
-// 10.7-11.6: one launch fewer); but 4-7% slower fused at M=8192 and 9-16% slower unfused at 2048,
-// where the copies inside the kernel cost more than one full-GPU copy after it. So direct_out
-// only where C is small enough for the copy's launch, not its bytes, to be its cost. (Measured
-// with every copy on one channel; each source's copies have their own since, not yet measured.)
-// SYNCOPATE_OPS_ALLREDUCE_PLAN=<template> (a developer knob, for A/B runs; set it for
-// `ops_bench --fill-cache` too, or the kernels compile on the GPU) takes one plan for every
-// bucket instead.
-std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m) {
-  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
-      knob != nullptr && *knob != '\0') {
-    return knob;
-  }
-  return bucket_m * config.n * kElementBytes <= kDirectOutMaxOutputBytes ? "allreduce.direct_out"
-                                                                         : "allreduce.direct";
-}
-
 absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int64_t bucket_m,
                                          int cc) {
   BucketKernels b;
@@ -172,9 +146,7 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
   request.dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
   request.chunks = b.path.chunks;
   request.push_tiles = b.path.tile_parts;
-  if (request.collective == Collective::kAllReduce) {
-    request.plan_template = AllReducePlanFor(config, bucket_m);
-  }
+  request.plan_template = b.path.plan;
   request.cc = cc;
   if (!config.cache_dir.empty()) {
     ASSIGN_OR_RETURN(request.tuned, gemm::FindTunedWgmma(config.cache_dir, cc, bucket_m, config.n,
@@ -186,7 +158,6 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
                         absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
   }
   b.kernels = *std::move(kernels);
-  b.path.reason += "; plan " + b.kernels.plan.name;  // an AllReduce's differs by bucket
   return b;
 }
 

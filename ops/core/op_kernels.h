@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/plan/plan.h"
 #include "jit/compiler/kernel_spec.h"
+#include "ops/core/op_plans.h"
 #include "runtime/gemm/gemm_kernels.h"
 #include "syncopate/ops.h"
 
@@ -62,16 +63,8 @@ struct OpKernels {
   std::string gemm_source;      // jit::ExampleKernelSource name of the GEMM
 };
 
+// The collective's plan at every M (the tp bench's; an op's bucket takes PlanTemplateFor's).
 std::string DefaultPlanTemplate(Collective collective);
-
-// Bytes per element of every op's tensors (bf16 and fp16).
-inline constexpr int64_t kElementBytes = 2;
-
-// The AllReduce's plan for the bucket at `bucket_m` (PlanBucket): allreduce.direct_out where
-// the bucket's C is at most kDirectOutMaxOutputBytes (the run then needs no copy after the
-// kernel), else allreduce.direct; SYNCOPATE_OPS_ALLREDUCE_PLAN overrides both.
-inline constexpr int64_t kDirectOutMaxOutputBytes = int64_t{2} << 20;
-std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m);
 
 absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& request);
 
@@ -81,10 +74,9 @@ std::string_view CommOnlySource();
 Collective CollectiveOf(OpKind kind);
 
 // One bucket of an op as Op::Create builds it for `world` ranks on a GPU of compute capability
-// `cc`: the path ChoosePath takes at `bucket_m` (its reason ending with the plan built, "; plan
-// <name>"), and its kernels, with a `syncopate tune`
-// winner's wgmma tiles where config.cache_dir holds one. `ops_bench --fill-cache` builds the same
-// on a host without a GPU. Reads at most one file.
+// `cc`: the path ChoosePath takes at `bucket_m`, and its kernels (of the path's plan), with a
+// `syncopate tune` winner's wgmma tiles where config.cache_dir holds one. `ops_bench --fill-cache`
+// builds the same on a host without a GPU. Reads at most one file.
 struct BucketKernels {
   PathChoice path;
   OpKernels kernels;

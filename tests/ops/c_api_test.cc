@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
 syncopate_group_config Group(int rank, int world) {
@@ -111,12 +113,62 @@ TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
   EXPECT_EQ(p.fused, 0);  // 512 rows per rank: below the heuristic's 1024
   EXPECT_EQ(p.backend, SYNCOPATE_BACKEND_SM);
   EXPECT_THAT(std::string(p.reason), HasSubstr("bucket M 1024"));
+  EXPECT_STREQ(p.plan, "allgather.push");
   EXPECT_EQ(syncopate_choose_path(&c, 2, 1001, &p), SYNCOPATE_INVALID_ARGUMENT);
   EXPECT_THAT(syncopate_last_error(), HasSubstr("m 1001"));
   syncopate_path short_path = Path();
   short_path.struct_size = 4;
   EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, &short_path), SYNCOPATE_INVALID_ARGUMENT);
   EXPECT_EQ(syncopate_choose_path(&c, 2, 1000, nullptr), SYNCOPATE_INVALID_ARGUMENT);
+}
+
+// An AllReduce's plan depends on the bucket (C of at most 2 MiB: direct_out); the path names it
+// in a field of its own, which a long reason cannot cut off.
+TEST(CApiTest, ThePathNamesEachBucketsPlan) {
+  syncopate_op_config c = AllGather();
+  c.kind = SYNCOPATE_MATMUL_ALL_REDUCE;
+  c.max_m = 8192;
+  c.n = 4096;
+  c.num_buckets = 1;
+  c.m_buckets[0] = 128;  // 1 MiB of C
+  syncopate_path p = Path();
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 128, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_STREQ(p.plan, "allreduce.direct_out");
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 8192, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_STREQ(p.plan, "allreduce.direct");
+  EXPECT_THAT(std::string(p.reason), EndsWith("; plan allreduce.direct"));
+}
+
+// A caller built against an older header of this ABI passes a smaller struct: its missing
+// fields take their defaults (config) or stay unwritten (path); below the first release's size
+// the struct is refused, naming struct_size.
+TEST(CApiTest, StructsFromAnOlderHeaderWorkWithoutTheirNewerFields) {
+  syncopate_op_config c = AllGather();
+  c.kind = SYNCOPATE_MATMUL_REDUCE_SCATTER;
+  c.path = SYNCOPATE_PATH_FUSED;
+  c.tile_parts = 7;  // past an older caller's struct: not read
+  c.struct_size = offsetof(syncopate_op_config, tile_parts);
+  syncopate_path p = Path();
+  p.struct_size = offsetof(syncopate_path, tile_parts);
+  p.tile_parts = -5;
+  std::memset(p.plan, 'x', sizeof(p.plan));
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_EQ(p.m, 4096);
+  EXPECT_THAT(std::string(p.reason), HasSubstr("tile parts"));  // the default: on
+  EXPECT_EQ(p.tile_parts, -5);
+  EXPECT_EQ(p.plan[0], 'x');
+  p.struct_size = offsetof(syncopate_path, plan);  // a header with tile_parts but no plan
+  ASSERT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_OK) << syncopate_last_error();
+  EXPECT_EQ(p.tile_parts, 1);
+  EXPECT_EQ(p.plan[0], 'x');
+  c.struct_size = offsetof(syncopate_op_config, tile_parts) - 1;
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("op config struct_size"));
+  c.struct_size = sizeof(c);
+  c.tile_parts = 0;
+  p.struct_size = offsetof(syncopate_path, tile_parts) - 1;
+  EXPECT_EQ(syncopate_choose_path(&c, 2, 4096, &p), SYNCOPATE_INVALID_ARGUMENT);
+  EXPECT_THAT(syncopate_last_error(), HasSubstr("path struct_size"));
 }
 
 // A fused ReduceScatter moves tile parts when the config says 1 or 0 (the default) and whole

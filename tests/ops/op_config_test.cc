@@ -133,6 +133,29 @@ TEST(ChoosePathTest, AllGatherFusesFromAThousandRowsPerRankAndSaysWhy) {
   EXPECT_EQ(small->backend, Backend::kSm);
 }
 
+// The plan is part of the path, so syncopate_choose_path names it without a GPU; an AllReduce's
+// depends on the bucket's C (op_plans.h).
+TEST(ChoosePathTest, NamesThePlanOfEachBucket) {
+  OpConfig c = AllGather(8192);
+  c.n = 4096;
+  c.m_buckets = {128, 512};
+  const struct {
+    OpKind kind;
+    int64_t m;
+    const char* plan;
+  } expected[] = {{OpKind::kAllGatherMatmul, 128, "allgather.push"},
+                  {OpKind::kMatmulReduceScatter, 8192, "reducescatter.direct"},
+                  {OpKind::kMatmulAllReduce, 128, "allreduce.direct_out"},  // 1 MiB of C
+                  {OpKind::kMatmulAllReduce, 512, "allreduce.direct"}};     // 4 MiB
+  for (const auto& e : expected) {
+    c.kind = e.kind;
+    Result<PathChoice> p = ChoosePath(c, 2, e.m);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(p->plan, e.plan) << OpKindName(e.kind) << " " << e.m;
+    EXPECT_THAT(p->reason, EndsWith(std::string("; plan ") + e.plan));
+  }
+}
+
 TEST(ChoosePathTest, ReductionsRunUnfusedUnlessAsked) {
   OpConfig c = AllGather(8192);
   c.kind = OpKind::kMatmulAllReduce;
@@ -477,6 +500,7 @@ TEST(OpKernelsTest, SmallAllReduceBucketsWriteTheCallersOutputFromTheKernel) {
     absl::StatusOr<BucketKernels> b = PlanBucket(config, 2, e.m, 90);
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ(b->kernels.plan.name, e.plan) << e.m;
+    EXPECT_EQ(b->path.plan, e.plan) << e.m;
     EXPECT_THAT(b->path.reason, EndsWith(std::string("; plan ") + e.plan)) << e.m;
     EXPECT_EQ(b->kernels.private_output, e.plan == std::string("allreduce.direct_out") ? "out" : "")
         << e.m;

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -123,12 +124,9 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
 }
 
 absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan) {
-  constexpr std::string_view kMarker = "; plan ";
-  const size_t at = path.reason.rfind(kMarker);
-  const std::string named = at == std::string::npos ? "" : path.reason.substr(at + kMarker.size());
-  if (named == plan) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("M=", path.m, ": expected plan ", plan, " in the path's reason: ", path.reason));
+  if (path.plan == plan && absl::EndsWith(path.reason, "; plan " + plan)) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("M=", path.m, ": expected plan ", plan, ", the path has ",
+                                          path.plan, ": ", path.reason));
 }
 
 OpConfig OpConfigFor(const Case& c) {

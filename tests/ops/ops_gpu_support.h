@@ -94,8 +94,8 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                          const std::vector<float>& expected, int64_t cols, DType dtype,
                          const std::string& what);
 
-// OK when `path`'s reason names `plan` as the plan its bucket was built with (PlanBucket ends it
-// with "; plan <name>"); else an error quoting the reason.
+// OK when `path` names `plan` as the plan its bucket was built with (PathChoice::plan, and the
+// reason's end); else an error quoting the path.
 absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan);
 
 // The tests' config of case `c`: max_m kMaxM, n c.n, k 256 / world.

@@ -116,7 +116,10 @@ struct PathChoice {
   Backend backend = Backend::kSm;  // what moves the chunks (fused kernel or unfused transfers)
   int chunks = 1;
   bool tile_parts = false;  // OpConfig::tile_parts applies (a fused ReduceScatter, SM backend)
-  std::string reason;  // one line: why this path
+  // The chunk plan template the bucket's kernels run: allgather.push, reducescatter.direct, or
+  // for an AllReduce allreduce.direct_out (C of at most 2 MiB) or allreduce.direct.
+  std::string plan;
+  std::string reason;  // one line: why this path (ending "; plan <plan>")
 };
 
 // Checks the two configs without touching a GPU: InvalidArgument naming the field at fault.
@@ -174,8 +177,7 @@ class Op {
   // graph included; read from host-mapped memory, no synchronisation), or OK.
   Status error() const;
 
-  // ChoosePath's answer for this op, its reason ending with the plan the bucket's kernels were
-  // built with ("; plan allreduce.direct_out"; an AllReduce's plan depends on the bucket).
+  // The path the bucket's kernels were built with (ChoosePath's answer for this op).
   Result<PathChoice> Path(int64_t m) const;
   // kAllGatherMatmul: where this rank's shard of a run at `m` lives in the workspace; a Run
   // whose `a` is this address skips the input copy (write the shard there yourself, on the run's

@@ -97,6 +97,7 @@ class Path(ctypes.Structure):
         ("chunks", ctypes.c_int32),
         ("reason", ctypes.c_char * 256),
         ("tile_parts", ctypes.c_int32),
+        ("plan", ctypes.c_char * 64),
     ]
 
 

@@ -49,6 +49,7 @@ class PathInfo:
     chunks: int
     reason: str
     tile_parts: bool = False  # a fused ReduceScatter that moves tile parts
+    plan: str = ""  # the chunk plan template the bucket's kernels run ("allreduce.direct", ...)
 
 
 def _kind_value(kind):
@@ -226,7 +227,8 @@ def _path_info(path):
     return PathInfo(m=int(path.m), bucket_m=int(path.bucket_m), fused=bool(path.fused),
                     backend=_lib.BACKEND_NAMES.get(path.backend, str(path.backend)),
                     chunks=int(path.chunks), reason=path.reason.decode("utf-8", "replace"),
-                    tile_parts=bool(path.tile_parts))
+                    tile_parts=bool(path.tile_parts),
+                    plan=path.plan.decode("utf-8", "replace"))
 
 
 def check_config(group, kind, max_m, n, k, **options):

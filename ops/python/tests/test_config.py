@@ -41,6 +41,18 @@ class ChoosePathTest(unittest.TestCase):
         self.assertFalse(p.fused)
         self.assertEqual(p.backend, "ce")
 
+    def test_the_path_names_each_buckets_plan(self):
+        for kind, plan in (("all_gather_matmul", "allgather.push"),
+                           ("matmul_reduce_scatter", "reducescatter.direct")):
+            self.assertEqual(syncopate.choose_path(kind, 2, 4096, 1024, 1024, 4096).plan, plan)
+        # An AllReduce's C of 1 MiB (128 x 4096 bf16) takes direct_out, 64 MiB direct.
+        small = syncopate.choose_path("matmul_all_reduce", 2, 8192, 4096, 1024, 128,
+                                      m_buckets=[128])
+        self.assertEqual(small.plan, "allreduce.direct_out")
+        self.assertTrue(small.reason.endswith("; plan allreduce.direct_out"))
+        big = syncopate.choose_path("matmul_all_reduce", 2, 8192, 4096, 1024, 8192)
+        self.assertEqual(big.plan, "allreduce.direct")
+
     def test_tile_parts_reach_the_library(self):
         self.assertTrue(syncopate.choose_path("matmul_reduce_scatter", 2, 4096, 1024, 1024,
                                               4096, path="fused").tile_parts)  # on by default

@@ -48,9 +48,10 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(_lib.OpConfig.bucket_paths.offset, 208)
         self.assertEqual(_lib.OpConfig.tile_parts.offset, 592)
         self.assertEqual(ctypes.sizeof(_lib.BucketPath), 24)
-        self.assertEqual(ctypes.sizeof(_lib.Path), 296)
+        self.assertEqual(ctypes.sizeof(_lib.Path), 360)
         self.assertEqual(_lib.Path.reason.offset, 36)
         self.assertEqual(_lib.Path.tile_parts.offset, 292)
+        self.assertEqual(_lib.Path.plan.offset, 296)
         self.assertEqual(_lib.new_struct(_lib.OpConfig).struct_size, 600)
 
     def test_import_does_not_load_and_a_missing_library_names_where_it_looked(self):

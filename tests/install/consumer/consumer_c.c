@@ -1,6 +1,7 @@
 /* The installed C ABI (syncopate/syncopate_ops.h) as a C program uses it: the ABI version, config
  * checks that name the field at fault, the path of a run, and creating an op (on a machine
  * without a GPU, UNAVAILABLE saying so). Exits 1 naming the first mismatch. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,12 @@ int main(void) {
   op.max_m = 8191;
   expect_invalid(&group, &op, "op.max_m");
   op.max_m = 8192;
-  op.struct_size = sizeof(op) - 8; /* a caller built against an older, smaller struct */
+  /* A caller built against an older header passes a smaller struct: taken down to the first
+   * release's fields (tile_parts came later), refused below. */
+  op.struct_size = offsetof(syncopate_op_config, tile_parts);
+  status = syncopate_check_config(&group, &op);
+  if (status != SYNCOPATE_OK) fail("an older header's smaller op config was refused", status);
+  op.struct_size = 8;
   expect_invalid(&group, &op, "struct_size");
   op.struct_size = sizeof(op);
 
@@ -82,13 +88,15 @@ int main(void) {
   status = syncopate_choose_path(&op, 2, 4096, &path);
   if (status != SYNCOPATE_OK) fail("choose_path at m=4096 failed", status);
   if (path.m != 4096 || path.bucket_m < 4096 || path.bucket_m > op.max_m ||
-      path.bucket_m % 2 != 0 || path.reason[0] == '\0') {
+      path.bucket_m % 2 != 0 || path.reason[0] == '\0' ||
+      strcmp(path.plan, "allgather.push") != 0) {
     fprintf(stderr, "consumer_c: FAIL: path at m=4096: m %lld bucket_m %lld reason '%s'\n",
             (long long)path.m, (long long)path.bucket_m, path.reason);
     return 1;
   }
-  printf("consumer_c: m=4096: bucket_m %lld, %s, %d chunk(s): %s\n", (long long)path.bucket_m,
-         path.fused ? "fused" : "unfused", (int)path.chunks, path.reason);
+  printf("consumer_c: m=4096: bucket_m %lld, %s, %d chunk(s), plan %s: %s\n",
+         (long long)path.bucket_m, path.fused ? "fused" : "unfused", (int)path.chunks, path.plan,
+         path.reason);
   status = syncopate_choose_path(&op, 2, 4097, &path);
   if (status != SYNCOPATE_INVALID_ARGUMENT) fail("choose_path at m=4097 was not refused", status);
   if (strstr(syncopate_last_error(), "4097") == NULL)
