@@ -74,8 +74,8 @@ absl::StatusOr<OpKernels> BuildOpKernels(const OpKernelsRequest& r) {
       r.dtype, r.force_mma, r.tuned ? &*r.tuned : nullptr);
   out.gemm_spec = std::move(gemm.spec);
   out.gemm_source = gemm.source_name;
-  out.in_place_operand =
-      std::string(ag ? "C" : "A");  // not assign(): gcc 12 -Wrestrict false positive
+  // A string, not a literal's assign(): gcc 12 warns (-Wrestrict) falsely on that.
+  out.in_place_operand = std::string(ag ? "C" : "A");
   switch (r.collective) {
     case Collective::kAllGather:
       tp.shape = {r.m, r.k};
