@@ -1,0 +1,99 @@
+// libFuzzer target for the C ABI's pure entry points (syncopate_ops.h): syncopate_check_config
+// and syncopate_choose_path over hostile struct bytes, as a ctypes or C caller can pass them
+// (any struct_size, enum, count, size and M; string fields pointing at arbitrary bytes). Any
+// crash, sanitizer report (an overflow in the bucket or byte arithmetic, a read past a struct
+// the caller sized smaller) or unbounded work is a library bug: these calls promise an error
+// code naming the field, never an abort.
+//
+// Input: the group config's bytes, the op config's, the path's struct_size, world and m, then
+// the bytes the string fields point at.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "syncopate/syncopate_ops.h"
+
+namespace {
+
+// Takes bytes off the front of the input.
+class Input {
+ public:
+  Input(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  // Fills `out` from the input (zeros where it runs out).
+  void Fill(void* out, size_t bytes) {
+    const size_t n = bytes < size_ ? bytes : size_;
+    std::memset(out, 0, bytes);
+    std::memcpy(out, data_, n);
+    data_ += n;
+    size_ -= n;
+  }
+  template <class T>
+  T Take() {
+    T v;
+    Fill(&v, sizeof(v));
+    return v;
+  }
+  std::string Rest() { return std::string(reinterpret_cast<const char*>(data_), size_); }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Input in(data, size);
+  const auto group_size = in.Take<uint32_t>();
+  const auto op_size = in.Take<uint32_t>();
+  const auto path_size = in.Take<uint32_t>();
+  const auto world = in.Take<int32_t>();
+  const auto m = in.Take<int64_t>();
+  // Pointer fields: no real caller passes random addresses (the library cannot check those);
+  // the strings point at input bytes, the callback stays NULL.
+  syncopate_group_config group_full{};
+  in.Fill(&group_full, sizeof(group_full));
+  syncopate_op_config op_full{};
+  in.Fill(&op_full, sizeof(op_full));
+  const std::string text = in.Rest();
+  const std::string job = text.substr(0, text.size() / 2);
+  const std::string dir = text.substr(text.size() / 2);
+  group_full.job = (group_size & 1) != 0 ? nullptr : job.c_str();
+  group_full.rendezvous_dir = (group_size & 2) != 0 ? nullptr : dir.c_str();
+  group_full.bootstrap = nullptr;
+  group_full.bootstrap_user_data = nullptr;
+  op_full.cache_dir = (op_size & 1) != 0 ? nullptr : dir.c_str();
+
+  // Each struct as long as its struct_size says (capped at this header's size).
+  const uint32_t group_bytes = group_size % (sizeof(syncopate_group_config) + 1);
+  const uint32_t op_bytes = op_size % (sizeof(syncopate_op_config) + 1);
+  const uint32_t path_bytes = path_size % (sizeof(syncopate_path) + 1);
+  group_full.struct_size = group_bytes;
+  op_full.struct_size = op_bytes;
+  const size_t group_alloc = group_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : group_bytes;
+  const size_t op_alloc = op_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : op_bytes;
+  const size_t path_alloc = path_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : path_bytes;
+  auto group = std::make_unique<unsigned char[]>(group_alloc);
+  auto op = std::make_unique<unsigned char[]>(op_alloc);
+  auto path = std::make_unique<unsigned char[]>(path_alloc);
+  std::memcpy(group.get(), &group_full, group_alloc);
+  std::memcpy(op.get(), &op_full, op_alloc);
+  std::memcpy(path.get(), &path_bytes, sizeof(uint32_t));
+
+  const auto* g = reinterpret_cast<const syncopate_group_config*>(group.get());
+  const auto* c = reinterpret_cast<const syncopate_op_config*>(op.get());
+  auto* p = reinterpret_cast<syncopate_path*>(path.get());
+  (void)syncopate_check_config(g, c);
+  (void)syncopate_last_error();
+  if (syncopate_choose_path(c, world, m, p) == SYNCOPATE_OK) {
+    // A path that was written is NUL-terminated within the caller's struct.
+    if (path_bytes >= offsetof(syncopate_path, tile_parts) &&
+        std::memchr(p->reason, '\0', sizeof(p->reason)) == nullptr) {
+      __builtin_trap();
+    }
+  }
+  (void)syncopate_status_name(world);
+  return 0;
+}
