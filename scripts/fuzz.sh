@@ -15,5 +15,5 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" \
   -DSYNCOPATE_BUILD_BENCH=ON -DSYNCOPATE_FUZZ_SECONDS="$seconds"
-cmake --build build-fuzz -j"$(scripts/jobs.sh)" --target request_fuzzer c_config_fuzzer
+cmake --build build-fuzz -j"$(scripts/jobs.sh)" --target request_fuzzer c_config_fuzzer msccl_import_fuzzer
 ctest --test-dir build-fuzz -L fuzz --output-on-failure
