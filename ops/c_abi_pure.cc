@@ -17,30 +17,32 @@ namespace {
 
 thread_local std::string last_error;
 
-// A caller's struct: not NULL, and at least `first_size` bytes (struct_size first): the size of
-// this ABI version's first release of it. A caller built against an older header passes fewer
-// bytes than this library's struct; the fields it lacks take their defaults (inputs) or are not
+// A caller's struct: not NULL, and at least `required_size` bytes (struct_size first): its fields
+// the header marks required. A caller built against an older header passes fewer bytes than
+// this library's struct; the later fields it lacks take their defaults (inputs) or are not
 // written (outputs), checked with SYNCOPATE_HAS_FIELD.
 template <class CStruct>
-Status CheckStruct(const CStruct* in, const char* what, const char* type, size_t first_size) {
+Status CheckStruct(const CStruct* in, const char* what, const char* type, size_t required_size) {
   if (in == nullptr) return Status(StatusCode::kInvalidArgument, std::string(what) + " is NULL");
-  if (in->struct_size < first_size) {
+  if (in->struct_size < required_size) {
     return Status(StatusCode::kInvalidArgument,
                   std::string(what) + " struct_size " + std::to_string(in->struct_size) + " < " +
-                      std::to_string(first_size) + " (set it to sizeof(" + type + "))");
+                      std::to_string(required_size) + " (set it to sizeof(" + type + "))");
   }
   return Status::Ok();
 }
 
-// Each struct's first size: the fields up to the first one a later header appended.
-constexpr size_t kGroupConfigFirstSize = sizeof(syncopate_group_config);
-constexpr size_t kOpConfigFirstSize = offsetof(syncopate_op_config, tile_parts);
-constexpr size_t kPathFirstSize = offsetof(syncopate_path, tile_parts);
+// Each struct's required size: its fields up to the first one appended after them (tile_parts);
+// every field of the group config is required.
+constexpr size_t kGroupConfigRequiredSize = sizeof(syncopate_group_config);
+constexpr size_t kOpConfigRequiredSize = offsetof(syncopate_op_config, tile_parts);
+constexpr size_t kPathRequiredSize = offsetof(syncopate_path, tile_parts);
 
 }  // namespace
 
 Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
-  if (Status s = CheckStruct(in, "group config", "syncopate_group_config", kGroupConfigFirstSize);
+  if (Status s =
+          CheckStruct(in, "group config", "syncopate_group_config", kGroupConfigRequiredSize);
       !s.ok())
     return s;
   out.job = in->job != nullptr ? in->job : "";
@@ -55,7 +57,8 @@ Status ToGroupConfig(const syncopate_group_config* in, ops::GroupConfig& out) {
 }
 
 Status ToOpConfig(const syncopate_op_config* in, ops::OpConfig& out) {
-  if (Status s = CheckStruct(in, "op config", "syncopate_op_config", kOpConfigFirstSize); !s.ok())
+  if (Status s = CheckStruct(in, "op config", "syncopate_op_config", kOpConfigRequiredSize);
+      !s.ok())
     return s;
   if (in->num_buckets < 0 || in->num_buckets > SYNCOPATE_MAX_BUCKETS) {
     return Status(StatusCode::kInvalidArgument,
@@ -107,7 +110,7 @@ void CopyTruncated(const std::string& text, char (&to)[kSize]) {
 
 Status ToCPath(const Result<ops::PathChoice>& choice, syncopate_path* out) {
   if (!choice.ok()) return choice.status();
-  if (Status s = CheckStruct(out, "path", "syncopate_path", kPathFirstSize); !s.ok()) return s;
+  if (Status s = CheckStruct(out, "path", "syncopate_path", kPathRequiredSize); !s.ok()) return s;
   out->m = choice->m;
   out->bucket_m = choice->bucket_m;
   out->fused = choice->fused ? 1 : 0;

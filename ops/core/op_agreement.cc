@@ -9,7 +9,10 @@ namespace {
 
 std::string Join(const std::vector<int64_t>& values) {
   std::string out;
-  for (int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  for (int64_t v : values) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(v);
+  }
   return out;
 }
 
@@ -45,7 +48,8 @@ Result<std::vector<std::pair<std::string, std::string>>> AgreedFields(const OpCo
     fields.emplace_back("path@" + std::to_string(bucket),
                         std::string(path->fused ? "fused " : "unfused ") +
                             BackendName(path->backend) + " " + std::to_string(path->chunks) +
-                            " chunks" + (path->tile_parts ? " tile parts" : ""));
+                            " chunks" + (path->tile_parts ? " tile parts" : "") + " plan " +
+                            path->plan);
   }
   return fields;
 }

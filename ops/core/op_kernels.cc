@@ -158,6 +158,11 @@ absl::StatusOr<BucketKernels> PlanBucket(const OpConfig& config, int world, int6
                         absl::StrCat("bucket M=", bucket_m, ": ", kernels.status().message()));
   }
   b.kernels = *std::move(kernels);
+  // Path(m) names this plan: it must be the one built (a template's name is its plan's).
+  if (b.kernels.plan.name != b.path.plan) {
+    return absl::InternalError(absl::StrCat("bucket M=", bucket_m, ": built plan ",
+                                            b.kernels.plan.name, " for path plan ", b.path.plan));
+  }
   return b;
 }
 

@@ -2,6 +2,7 @@
 #include "ops/core/op_plans.h"
 
 #include <cstdlib>
+#include <string>
 
 namespace syncopate::ops {
 
@@ -16,11 +17,13 @@ namespace syncopate::ops {
 // with every copy on one channel; each source's copies have their own since, not yet measured.)
 // Set SYNCOPATE_OPS_ALLREDUCE_PLAN for `ops_bench --fill-cache` too, or the kernels compile on
 // the GPU.
+std::string AllReducePlanKnob() {
+  const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+  return knob != nullptr ? knob : "";
+}
+
 std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m) {
-  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
-      knob != nullptr && *knob != '\0') {
-    return knob;
-  }
+  if (std::string knob = AllReducePlanKnob(); !knob.empty()) return knob;
   return bucket_m * config.n * kElementBytes <= kDirectOutMaxOutputBytes ? "allreduce.direct_out"
                                                                          : "allreduce.direct";
 }

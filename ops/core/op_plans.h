@@ -17,8 +17,11 @@ inline constexpr int64_t kElementBytes = 2;
 // then needs no copy after the kernel), a larger one allreduce.direct (AllReducePlanFor).
 inline constexpr int64_t kDirectOutMaxOutputBytes = int64_t{2} << 20;
 
-// The AllReduce's plan for the bucket at `bucket_m`; SYNCOPATE_OPS_ALLREDUCE_PLAN (a developer
-// knob for A/B runs) overrides it for every bucket.
+// SYNCOPATE_OPS_ALLREDUCE_PLAN, a developer knob for A/B runs: one AllReduce plan for every
+// bucket; "" when unset.
+std::string AllReducePlanKnob();
+
+// The AllReduce's plan for the bucket at `bucket_m`, unless AllReducePlanKnob() overrides it.
 std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m);
 
 // The plan template of `config`'s bucket at `bucket_m`: allgather.push, reducescatter.direct,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "core/base/atomic_file.h"
+#include "ops/core/op_plans.h"
 
 namespace syncopate::ops {
 namespace {
@@ -65,13 +66,15 @@ OpTuningKey OpTuningKeyFor(const OpConfig& config, int world, std::string arch) 
           .world = world,
           .n = config.n,
           .k = config.k,
-          .tile_parts = config.tile_parts && config.kind == OpKind::kMatmulReduceScatter};
+          .tile_parts = config.tile_parts && config.kind == OpKind::kMatmulReduceScatter,
+          .plan_knob = config.kind == OpKind::kMatmulAllReduce ? AllReducePlanKnob() : ""};
 }
 
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {
   return absl::StrCat(cache_dir, "/tuning/op.", OpKindName(key.kind), ".", key.arch, ".",
                       DTypeText(key.dtype), ".w", key.world, ".", key.n, "x", key.k,
-                      key.tile_parts ? ".parts" : "", ".tune");
+                      key.tile_parts ? ".parts" : "", key.plan_knob.empty() ? "" : ".",
+                      key.plan_knob, ".tune");
 }
 
 absl::Status StoreOpTuning(const std::string& cache_dir, const OpTuningKey& key,

@@ -1,5 +1,5 @@
 // Measured per-bucket paths of an op, persisted next to the kernel cache's GEMM tuning table:
-// <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>[.parts].tune, written by
+// <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>[.parts][.<plan>].tune, written by
 // `ops_bench --tune` and read by Op::Create (when OpConfig::path is kAuto), which turns each
 // entry into an OpConfig::bucket_paths entry for the buckets the caller did not set. Every rank
 // of a node reads the same file, so the ranks agree. No CUDA.
@@ -32,9 +32,13 @@ struct OpTuningKey {
   // A ReduceScatter measured with tile parts (OpConfig::tile_parts): its fused variants ran with
   // them, so its table is apart from one measured with whole chunks (".parts" in the file name).
   bool tile_parts = false;
+  // An AllReduce measured with SYNCOPATE_OPS_ALLREDUCE_PLAN set (one plan for every bucket): its
+  // table is apart from the default plans' ("." and the plan in the file name); "" otherwise.
+  std::string plan_knob;
 };
 
-// The key of `config`'s op at `world` ranks on an `arch` GPU; tile_parts only where it applies.
+// The key of `config`'s op at `world` ranks on an `arch` GPU; tile_parts and plan_knob only where
+// they apply.
 OpTuningKey OpTuningKeyFor(const OpConfig& config, int world, std::string arch);
 
 struct MeasuredBucket {

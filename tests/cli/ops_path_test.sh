@@ -5,6 +5,7 @@
 # usage: ops_path_test.sh <syncopate>
 set -euo pipefail
 syncopate=$1
+unset SYNCOPATE_OPS_ALLREDUCE_PLAN  # the developer knob would take one AllReduce plan for all
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 

@@ -5,8 +5,8 @@
 // the caller sized smaller) or unbounded work is a library bug: these calls promise an error
 // code naming the field, never an abort.
 //
-// Input: the group config's bytes, the op config's, the path's struct_size, world and m, then
-// the bytes the string fields point at.
+// Input: the group config's, op config's and path's struct_size, world and m, the two structs'
+// bytes, then the text the string fields point at (the job, a NUL, the folder).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -57,9 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   in.Fill(&group_full, sizeof(group_full));
   syncopate_op_config op_full{};
   in.Fill(&op_full, sizeof(op_full));
+  // The job, then after the first NUL the folder (the rendezvous's and the cache's).
   const std::string text = in.Rest();
-  const std::string job = text.substr(0, text.size() / 2);
-  const std::string dir = text.substr(text.size() / 2);
+  const size_t nul = text.find('\0');
+  const std::string job = text.substr(0, nul);
+  const std::string dir = nul == std::string::npos ? "" : text.substr(nul + 1);
   group_full.job = (group_size & 1) != 0 ? nullptr : job.c_str();
   group_full.rendezvous_dir = (group_size & 2) != 0 ? nullptr : dir.c_str();
   group_full.bootstrap = nullptr;
@@ -91,6 +93,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A path that was written is NUL-terminated within the caller's struct.
     if (path_bytes >= offsetof(syncopate_path, tile_parts) &&
         std::memchr(p->reason, '\0', sizeof(p->reason)) == nullptr) {
+      __builtin_trap();
+    }
+    if (path_bytes >= offsetof(syncopate_path, plan) + sizeof(p->plan) &&
+        std::memchr(p->plan, '\0', sizeof(p->plan)) == nullptr) {
       __builtin_trap();
     }
   }

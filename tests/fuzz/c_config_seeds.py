@@ -27,7 +27,7 @@ def seed(kind, max_m, n, k, world, m, buckets=(), bucket_paths=(), op_size=None,
     op.tile_parts = tile_parts
     sizes = struct.pack("<IIIiq", ctypes.sizeof(group), op_size or ctypes.sizeof(op),
                         ctypes.sizeof(_lib.Path), world, m)
-    return sizes + bytes(group) + bytes(op) + b"tp0/tmp/syncopate-cache"
+    return sizes + bytes(group) + bytes(op) + b"tp0\0/tmp/syncopate-cache"
 
 
 def main():

@@ -12,6 +12,7 @@
 
 #include "runtime/cuda/workloads/multiprocess.h"
 #include "syncopate/syncopate_ops.h"
+#include "tests/testing/scoped_env.h"
 
 namespace {
 
@@ -125,6 +126,7 @@ TEST(CApiTest, ChoosePathFillsTheStructAndNamesABadM) {
 // An AllReduce's plan depends on the bucket (C of at most 2 MiB: direct_out); the path names it
 // in a field of its own, which a long reason cannot cut off.
 TEST(CApiTest, ThePathNamesEachBucketsPlan) {
+  syncopate::testing::ScopedEnv no_knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", nullptr);
   syncopate_op_config c = AllGather();
   c.kind = SYNCOPATE_MATMUL_ALL_REDUCE;
   c.max_m = 8192;

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_env.h"
 
 namespace syncopate::ops {
 namespace {
@@ -57,7 +58,26 @@ TEST(OpAgreementTest, ABucketThatTakesAnotherPathIsNamed) {
   tuned.bucket_paths = {{.bucket_m = 8192, .fused = false, .backend = Backend::kSm, .chunks = 1}};
   EXPECT_THAT(
       Compare(ReduceScatter(), tuned),
-      Optional(HasSubstr("path@8192 fused sm 1 chunks tile parts here, unfused sm 1 chunks")));
+      Optional(HasSubstr("path@8192 fused sm 1 chunks tile parts plan reducescatter.direct here, "
+                         "unfused sm 1 chunks plan reducescatter.direct")));
+}
+
+// The AllReduce's plan of a bucket is part of its path: a rank whose plan knob differs (the
+// developer knob SYNCOPATE_OPS_ALLREDUCE_PLAN set on one rank only) would launch other kernels.
+TEST(OpAgreementTest, ABucketWithAnotherPlanIsNamed) {
+  OpConfig ar = ReduceScatter();
+  ar.kind = OpKind::kMatmulAllReduce;
+  auto fields_with = [&](const char* knob) {
+    testing::ScopedEnv env("SYNCOPATE_OPS_ALLREDUCE_PLAN", knob);
+    return AgreedFields(ar, 2);
+  };
+  const auto mine = fields_with(nullptr);
+  const auto theirs = fields_with("allreduce.direct_out");
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  // Bucket 512 (4 MiB of C) takes direct by default.
+  EXPECT_THAT(FirstDisagreement(*mine, *theirs, 1),
+              Optional(HasSubstr("path@512 unfused sm 1 chunks plan allreduce.direct here, "
+                                 "unfused sm 1 chunks plan allreduce.direct_out on rank 1")));
 }
 
 TEST(OpAgreementTest, AMessageThatIsCutShortIsADisagreement) {

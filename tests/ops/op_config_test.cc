@@ -14,6 +14,7 @@
 #include "jit/compiler/kernel_spec.h"
 #include "ops/core/op_kernels.h"
 #include "syncopate/ops.h"
+#include "tests/testing/scoped_env.h"
 
 namespace syncopate::ops {
 namespace {
@@ -136,6 +137,7 @@ TEST(ChoosePathTest, AllGatherFusesFromAThousandRowsPerRankAndSaysWhy) {
 // The plan is part of the path, so syncopate_choose_path names it without a GPU; an AllReduce's
 // depends on the bucket's C (op_plans.h).
 TEST(ChoosePathTest, NamesThePlanOfEachBucket) {
+  testing::ScopedEnv no_knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", nullptr);
   OpConfig c = AllGather(8192);
   c.n = 4096;
   c.m_buckets = {128, 512};
@@ -488,6 +490,7 @@ TEST(OpKernelsTest, SmallAllReduceBucketsWriteTheCallersOutputFromTheKernel) {
   config.n = 4096;
   config.k = 256;
   config.m_buckets = {128, 256, 512, 8192};
+  testing::ScopedEnv no_knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", nullptr);
   struct Expected {
     int64_t m;
     const char* plan;
@@ -507,13 +510,14 @@ TEST(OpKernelsTest, SmallAllReduceBucketsWriteTheCallersOutputFromTheKernel) {
   }
   EXPECT_TRUE(PlanBucket(config, 2, 8192, 90)->path.fused);
   EXPECT_FALSE(PlanBucket(config, 2, 128, 90)->path.fused);
-  setenv("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct_out", 1);
-  const std::string big = AllReducePlanFor(config, 8192);
-  setenv("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct", 1);
-  const std::string small = AllReducePlanFor(config, 128);
-  unsetenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
-  EXPECT_EQ(big, "allreduce.direct_out");
-  EXPECT_EQ(small, "allreduce.direct");
+  {
+    testing::ScopedEnv knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct_out");
+    EXPECT_EQ(AllReducePlanFor(config, 8192), "allreduce.direct_out");
+  }
+  {
+    testing::ScopedEnv knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct");
+    EXPECT_EQ(AllReducePlanFor(config, 128), "allreduce.direct");
+  }
 }
 
 }  // namespace

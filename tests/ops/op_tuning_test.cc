@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_env.h"
 
 namespace syncopate::ops {
 namespace {
@@ -84,6 +85,28 @@ TEST_F(OpTuningTest, TilePartsKeepAReduceScattersTableApart) {
   ar.tile_parts = true;
   EXPECT_FALSE(OpTuningKeyFor(ar, 2, "sm_90a").tile_parts);
   EXPECT_EQ(OpTuningKeyFor(ar, 2, "sm_90a").n, 7168);
+}
+
+// An AllReduce tuned with one plan forced for every bucket (the developer knob) measured other
+// kernels than the default plans: its table is apart.
+TEST_F(OpTuningTest, AnAllReduceTunedWithThePlanKnobIsKeptApart) {
+  OpConfig ar = Config();
+  ar.kind = OpKind::kMatmulAllReduce;
+  OpTuningKey plain, forced;
+  {
+    testing::ScopedEnv unset("SYNCOPATE_OPS_ALLREDUCE_PLAN", nullptr);
+    plain = OpTuningKeyFor(ar, 2, "sm_90a");
+  }
+  {
+    testing::ScopedEnv knob("SYNCOPATE_OPS_ALLREDUCE_PLAN", "allreduce.direct_out");
+    forced = OpTuningKeyFor(ar, 2, "sm_90a");
+    ar.kind = OpKind::kMatmulReduceScatter;
+    EXPECT_EQ(OpTuningKeyFor(ar, 2, "sm_90a").plan_knob, "");  // only the AllReduce's plan
+  }
+  EXPECT_EQ(plain.plan_knob, "");
+  EXPECT_THAT(OpTuningPath(dir_, plain), ::testing::EndsWith("w2.7168x4096.tune"));
+  EXPECT_THAT(OpTuningPath(dir_, forced),
+              ::testing::EndsWith("w2.7168x4096.allreduce.direct_out.tune"));
 }
 
 TEST_F(OpTuningTest, AMalformedFileIsNamedWithItsLine) {

@@ -40,6 +40,7 @@ absl::StatusOr<LoopOp> MakeLoopOp(const Case& c, const std::string& job, int ran
   l.c = c;
   std::unique_ptr<cuda::NodeRendezvous> unused;
   ASSIGN_OR_RETURN(l.op, CreateOp(c, job, rank, unused));
+  RETURN_IF_ERROR(ExpectAllReducePlans(*l.op, c, ms));
   const int64_t k = 256 / c.world;
   const bool gather = c.kind == OpKind::kAllGatherMatmul;
   for (int64_t m : ms) {
@@ -174,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
              .backend = Backend::kSm,
              .path = PathPreference::kFused},
         // Buckets 512 and 1024 on allreduce.direct_out, 2048 on allreduce.direct (4 MiB of C):
-        // one graph replays both plans' runs (AllReducePlanFor).
+        // one graph replays both plans' runs (ExpectAllReducePlans checks each bucket's).
         Case{.name = "ar_w2_mixed_plans",
              .kind = OpKind::kMatmulAllReduce,
              .backend = Backend::kSm,

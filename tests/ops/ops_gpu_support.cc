@@ -123,10 +123,27 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                    FromBits(bits[first], dtype), ", want ", expected[first]));
 }
 
-absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan) {
-  if (path.plan == plan && absl::EndsWith(path.reason, "; plan " + plan)) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("M=", path.m, ": expected plan ", plan, ", the path has ",
-                                          path.plan, ": ", path.reason));
+std::string ExpectedAllReducePlan(int64_t n, int64_t bucket_m) {
+  if (const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+      knob != nullptr && *knob != '\0') {
+    return knob;
+  }
+  constexpr int64_t kDirectOutMaxBytes = int64_t{2} << 20;
+  return bucket_m * n * 2 <= kDirectOutMaxBytes ? "allreduce.direct_out" : "allreduce.direct";
+}
+
+absl::Status ExpectAllReducePlans(const Op& op, const Case& c, const std::vector<int64_t>& ms) {
+  if (c.kind != OpKind::kMatmulAllReduce) return absl::OkStatus();
+  for (int64_t m : ms) {
+    Result<PathChoice> path = op.Path(m);
+    OPS_RETURN_IF_ERROR(path.status());
+    const std::string plan = ExpectedAllReducePlan(c.n, path->bucket_m);
+    if (path->plan != plan || !absl::EndsWith(path->reason, "; plan " + plan)) {
+      return absl::InternalError(absl::StrCat("M=", m, ": expected plan ", plan, ", the path has ",
+                                              path->plan, ": ", path->reason));
+    }
+  }
+  return absl::OkStatus();
 }
 
 OpConfig OpConfigFor(const Case& c) {

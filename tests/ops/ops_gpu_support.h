@@ -41,7 +41,8 @@ struct Case {
   bool tile_parts = OpConfig{}.tile_parts;  // false: whole chunks
   std::vector<int64_t> m_buckets;  // empty: the default buckets
   // C's columns. At kN every AllReduce bucket is small enough for allreduce.direct_out
-  // (AllReducePlanFor); from 1024 the max_m bucket takes allreduce.direct, so one op mixes both.
+  // (ExpectedAllReducePlan); from 1024 the max_m bucket takes allreduce.direct, so one op mixes
+  // both.
   int64_t n = kN;
 };
 
@@ -94,9 +95,16 @@ absl::Status ExpectEqual(const cuda::DriverApi& api, CUdeviceptr src,
                          const std::vector<float>& expected, int64_t cols, DType dtype,
                          const std::string& what);
 
-// OK when `path` names `plan` as the plan its bucket was built with (PathChoice::plan, and the
-// reason's end); else an error quoting the path.
-absl::Status ExpectPlanNamed(const PathChoice& path, const std::string& plan);
+// The ops' AllReduce plan rule as the README states it, restated here (not AllReducePlanFor) so
+// a change to the library's threshold fails these tests: a bucket with at most 2 MiB of C
+// (bf16 or fp16) takes allreduce.direct_out, a larger one allreduce.direct;
+// SYNCOPATE_OPS_ALLREDUCE_PLAN (gpu-owed.sh's ops_ar_out) takes one plan for every bucket.
+std::string ExpectedAllReducePlan(int64_t n, int64_t bucket_m);
+
+// For an AllReduce op: OK when Path(m) at each of `ms` names the plan ExpectedAllReducePlan
+// gives its bucket (PathChoice::plan, which Create checks is the plan it built, and the reason's
+// end); else an error quoting the path. OK at once for the other kinds.
+absl::Status ExpectAllReducePlans(const Op& op, const Case& c, const std::vector<int64_t>& ms);
 
 // The tests' config of case `c`: max_m kMaxM, n c.n, k 256 / world.
 OpConfig OpConfigFor(const Case& c);

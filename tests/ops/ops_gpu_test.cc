@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/base/status_macros.h"
-#include "ops/core/op_kernels.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/node_rendezvous.h"
@@ -67,9 +66,7 @@ absl::Status RunCase(const Case& c, const std::string& job, int rank) {
     RETURN_IF_ERROR(Upload(*api, a_at, a_host, c.dtype));
     Result<PathChoice> path = op.Path(m);
     OPS_RETURN_IF_ERROR(path.status());
-    if (c.kind == OpKind::kMatmulAllReduce) {
-      RETURN_IF_ERROR(ExpectPlanNamed(*path, AllReducePlanFor(OpConfigFor(c), path->bucket_m)));
-    }
+    RETURN_IF_ERROR(ExpectAllReducePlans(op, c, {m}));
     const std::string what = absl::StrCat(c.name, " rank ", rank, " M=", m, " (", path->reason,
                                           shift != 0 ? ", caller's tensors unaligned" : "", ")");
     RunArgs args{.m = m, .a = a_at, .b = weights[weight].get(), .c = out_at};

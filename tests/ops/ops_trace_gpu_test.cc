@@ -64,15 +64,15 @@ absl::Status RunTraced(const Case& c, const std::string& job, int rank) {
     ASSIGN_OR_RETURN(std::unique_ptr<Op> op, CreateOp(c, job, rank, bytes_only));
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
     ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(*api, kMaxM * k * 2));
-    ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(*api, kN * k * 2));
-    ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, kMaxM * kN * 2));
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(*api, c.n * k * 2));
+    ASSIGN_OR_RETURN(cuda::DeviceBuffer out, cuda::DeviceBuffer::Allocate(*api, kMaxM * c.n * 2));
     RETURN_IF_ERROR(Upload(*api, a.get(), Matrix(SeedA(rank), kMaxM, k), c.dtype));
-    RETURN_IF_ERROR(Upload(*api, b.get(), Matrix(SeedB(rank, 0), kN, k), c.dtype));
+    RETURN_IF_ERROR(Upload(*api, b.get(), Matrix(SeedB(rank, 0), c.n, k), c.dtype));
     ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create(*api));
     const RunArgs args{.m = kMaxM, .a = a.get(), .b = b.get(), .c = out.get()};
     for (int i = 0; i < kDirectRuns; ++i) OPS_RETURN_IF_ERROR(op->Run(args, stream.get()));
     OPS_RETURN_IF_ERROR(op->Synchronize(stream.get()));
-    RETURN_IF_ERROR(ExpectEqual(*api, out.get(), Expected(c, rank, kMaxM, kN, k, 0), kN, c.dtype,
+    RETURN_IF_ERROR(ExpectEqual(*api, out.get(), Expected(c, rank, kMaxM, c.n, k, 0), c.n, c.dtype,
                                 "traced runs"));
   }
   const std::string path = absl::StrCat(std::getenv("SYNCOPATE_OPS_TRACE_DIR"), "/", job, "_",

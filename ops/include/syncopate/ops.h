@@ -117,7 +117,8 @@ struct PathChoice {
   int chunks = 1;
   bool tile_parts = false;  // OpConfig::tile_parts applies (a fused ReduceScatter, SM backend)
   // The chunk plan template the bucket's kernels run: allgather.push, reducescatter.direct, or
-  // for an AllReduce allreduce.direct_out (C of at most 2 MiB) or allreduce.direct.
+  // for an AllReduce allreduce.direct_out (C of at most 2 MiB) or allreduce.direct (the
+  // developer knob SYNCOPATE_OPS_ALLREDUCE_PLAN takes one for every bucket).
   std::string plan;
   std::string reason;  // one line: why this path (ending "; plan <plan>")
 };

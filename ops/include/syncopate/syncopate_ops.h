@@ -2,8 +2,10 @@
  * package loads it with ctypes) or that want a stable ABI. Every struct starts with its own
  * size (struct_size = sizeof the struct the caller was compiled with), so later fields can be
  * added at its end: the library takes a struct from a caller built against an older header of
- * the same SYNCOPATE_ABI_VERSION (down to the fields marked "since the first release"), and the
- * fields that caller's struct lacks take their defaults (inputs) or are not written (outputs).
+ * the same SYNCOPATE_ABI_VERSION as long as it holds the fields marked "required" (headers from
+ * before those fields were all there are refused, INVALID_ARGUMENT naming struct_size); the
+ * later fields that caller's struct lacks take their defaults (inputs) or are not written
+ * (outputs).
  * Functions return a status code (the gRPC canonical codes, as syncopate/status.h); the
  * message of the calling thread's last failure is syncopate_last_error().
  *
@@ -60,7 +62,7 @@ typedef void (*syncopate_deliver_fn)(void* deliver_ctx, int32_t rank, const char
 typedef int32_t (*syncopate_allgather_fn)(void* user_data, const char* mine, uint64_t length,
                                           syncopate_deliver_fn deliver, void* deliver_ctx);
 
-/* Every field: since the first release. */
+/* Every field: required. */
 typedef struct {
   uint32_t struct_size;
   const char* job; /* unique per group on the node */
@@ -103,7 +105,7 @@ typedef struct {
   const char* cache_dir; /* NULL or "": no kernel cache */
   int32_t num_bucket_paths; /* 0..SYNCOPATE_MAX_BUCKETS */
   syncopate_bucket_path bucket_paths[SYNCOPATE_MAX_BUCKETS];
-  /* Every field above: since the first release. */
+  /* Every field above: required; the ones below came later. */
   /* A fused GEMM+ReduceScatter reduces each tile's part of a chunk as soon as it is written
    * (OpConfig::tile_parts). 0: the default (on); 1: on; -1: off (whole chunks). */
   int32_t tile_parts;
@@ -118,7 +120,7 @@ typedef struct {
   int32_t backend; /* syncopate_backend: what moves the chunks */
   int32_t chunks;
   char reason[256]; /* NUL-terminated, truncated */
-  /* Every field above: since the first release. */
+  /* Every field above: required; the ones below came later. */
   int32_t tile_parts; /* 1: a fused ReduceScatter that moves tile parts */
   /* The chunk plan template the bucket's kernels run (allgather.push, reducescatter.direct,
    * allreduce.direct or allreduce.direct_out), NUL-terminated; the reason ends with it too, but

@@ -241,7 +241,8 @@ def check_config(group, kind, max_m, n, k, **options):
 
 
 def choose_path(kind, world, max_m, n, k, m, **options):
-    """The path a run at `m` takes (pure: no GPU; the same on every rank). `options` are the op
+    """The path a run at `m` takes (pure: no GPU; the same on every rank of the same config and
+    environment, which the op's constructor checks). `options` are the op
     constructor's: dtype, backend, path, m_buckets, chunks, comm_ctas, timeout_ms, cache_dir,
     bucket_paths, tile_parts."""
     op_config, keepalive = _make_op_config(kind, max_m, n, k, **options)

@@ -1,6 +1,7 @@
 """choose_path and the config checks: pure calls into the library, no GPU."""
 
 import gc
+import os
 import unittest
 from unittest import mock
 
@@ -42,6 +43,12 @@ class ChoosePathTest(unittest.TestCase):
         self.assertEqual(p.backend, "ce")
 
     def test_the_path_names_each_buckets_plan(self):
+        # The developer knob would take one plan for every AllReduce bucket.
+        with mock.patch.dict(os.environ):
+            os.environ.pop("SYNCOPATE_OPS_ALLREDUCE_PLAN", None)
+            self._check_plans()
+
+    def _check_plans(self):
         for kind, plan in (("all_gather_matmul", "allgather.push"),
                            ("matmul_reduce_scatter", "reducescatter.direct")):
             self.assertEqual(syncopate.choose_path(kind, 2, 4096, 1024, 1024, 4096).plan, plan)
