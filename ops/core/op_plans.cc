@@ -6,6 +6,11 @@
 
 namespace syncopate::ops {
 
+std::string AllReducePlanKnob() {
+  const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
+  return knob != nullptr ? knob : "";
+}
+
 // allreduce.direct_out copies each final chunk into a buffer no peer addresses, which a run at
 // the bucket's M points at the caller's C: the transfers' kernel writes the result there, and no
 // copy of the whole output follows it. Measured against allreduce.direct (bench/RESULTS.md,
@@ -17,11 +22,6 @@ namespace syncopate::ops {
 // with every copy on one channel; each source's copies have their own since, not yet measured.)
 // Set SYNCOPATE_OPS_ALLREDUCE_PLAN for `ops_bench --fill-cache` too, or the kernels compile on
 // the GPU.
-std::string AllReducePlanKnob() {
-  const char* knob = std::getenv("SYNCOPATE_OPS_ALLREDUCE_PLAN");
-  return knob != nullptr ? knob : "";
-}
-
 std::string AllReducePlanFor(const OpConfig& config, int64_t bucket_m) {
   if (std::string knob = AllReducePlanKnob(); !knob.empty()) return knob;
   return bucket_m * config.n * kElementBytes <= kDirectOutMaxOutputBytes ? "allreduce.direct_out"
