@@ -144,24 +144,19 @@ int RunPath(const std::vector<std::string>& args) {
     return Fail(kExitUsage, s.message());
   }
 
-  std::printf("%s, world %d, max_m %lld, n %lld, k %lld, %s\n", ops::OpKindName(config.kind),
-              o.world, static_cast<long long>(config.max_m), static_cast<long long>(config.n),
-              static_cast<long long>(config.k), o.dtype.c_str());
-  if (o.cache_dir.empty()) {
-    std::printf("tuning: none (no --cache-dir): the heuristic's paths\n");
-  } else {
+  std::string tuning = "none (no --cache-dir): the heuristic's paths";
+  if (!o.cache_dir.empty()) {
     const ops::OpTuningKey key = ops::OpTuningKeyFor(config, o.world, o.arch);
     const std::string file = ops::OpTuningPath(o.cache_dir, key);
     absl::StatusOr<std::vector<ops::MeasuredBucket>> measured =
         ops::LookupOpTuning(o.cache_dir, key);
     if (!measured.ok()) return Fail(kExitFailed, std::string(measured.status().message()));
-    std::printf("tuning: %s (%zu measured buckets)%s\n", file.c_str(), measured->size(),
-                config.path == ops::PathPreference::kAuto ? "" : ", not used: --path is set");
+    tuning =
+        absl::StrCat(file, " (", measured->size(), " measured buckets)",
+                     config.path == ops::PathPreference::kAuto ? "" : ", not used: --path is set");
     config = ops::WithMeasuredPaths(config, o.world, *measured, file);
   }
-
-  std::printf("%-8s %-8s %-8s %-7s %-6s %-10s %-22s %s\n", "m", "bucket", "path", "backend",
-              "chunks", "tile-parts", "plan", "why");
+  // Every row first, so an M the op refuses is the only output.
   std::vector<int64_t> ms;
   if (flags.WasSet("m")) {
     ms.push_back(o.m);
@@ -170,11 +165,20 @@ int RunPath(const std::vector<std::string>& args) {
     if (!buckets.ok()) return Fail(kExitUsage, buckets.status().message());
     ms = *buckets;
   }
+  std::vector<ops::PathChoice> rows;
   for (int64_t m : ms) {
     syncopate::Result<ops::PathChoice> p = ops::ChoosePath(config, o.world, m);
     if (!p.ok()) return Fail(kExitUsage, p.status().message());
-    PrintRow(*p);
+    rows.push_back(*p);
   }
+
+  std::printf("%s, world %d, max_m %lld, n %lld, k %lld, %s\ntuning: %s\n",
+              ops::OpKindName(config.kind), o.world, static_cast<long long>(config.max_m),
+              static_cast<long long>(config.n), static_cast<long long>(config.k), o.dtype.c_str(),
+              tuning.c_str());
+  std::printf("%-8s %-8s %-8s %-7s %-6s %-10s %-22s %s\n", "m", "bucket", "path", "backend",
+              "chunks", "tile-parts", "plan", "why");
+  for (const ops::PathChoice& p : rows) PrintRow(p);
   return kExitOk;
 }
 

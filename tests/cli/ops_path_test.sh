@@ -19,6 +19,7 @@ run() {  # run <want exit> <args...>: output in $dir/out.txt
   [[ $got == "$want" ]] || fail "$*: exit $got, want $want"
 }
 has() { grep -qE -- "$1" "$dir/out.txt" || fail "missing /$1/"; }
+lacks() { ! grep -qE -- "$1" "$dir/out.txt" || fail "unexpected /$1/"; }
 one_row() { [[ $(grep -cE '^[0-9]' "$dir/out.txt") == 1 ]] || fail "not one row"; }
 
 # LLaMA-3.1-70B's AllReduce shape at 2 ranks: fused from 4096 rows per rank, else unfused.
@@ -46,6 +47,7 @@ run 2 --kind ag --world 3 --max-m 8192 --n 8192 --k 1024
 has 'op\.max_m 8192 must be a positive multiple of the world size 3'
 run 2 "${ar[@]}" --m 8193
 has 'm 8193 is not a positive multiple of the world size 2'
+lacks '^m +bucket'  # an M the op refuses prints no table
 run 2 "${ar[@]}" --bogus 1
 has 'unknown flag --bogus'
 
