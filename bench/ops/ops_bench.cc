@@ -35,6 +35,7 @@
 #include "jit/cache/kernel_cache.h"
 #include "jit/compiler/embedded_headers.h"
 #include "ops/core/op_kernels.h"
+#include "ops/core/op_names.h"
 #include "ops/core/op_tuning.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
@@ -74,18 +75,13 @@ struct BenchConfig {
 
 OpConfig OpConfigFor(const BenchConfig& b) {
   OpConfig c;
-  c.kind = b.kind == "ag"   ? OpKind::kAllGatherMatmul
-           : b.kind == "rs" ? OpKind::kMatmulReduceScatter
-                            : OpKind::kMatmulAllReduce;
+  // The flags' choices are these names (Main), so the fallbacks never apply.
+  c.kind = OpKindFromName(b.kind).value_or(OpKind::kMatmulAllReduce);
   c.max_m = b.max_m;
   c.n = b.n;
   c.k = b.k;
-  c.path = b.path == "fused"     ? PathPreference::kFused
-           : b.path == "unfused" ? PathPreference::kUnfused
-                                 : PathPreference::kAuto;
-  c.backend = b.backend == "ce"   ? Backend::kCopyEngine
-              : b.backend == "sm" ? Backend::kSm
-                                  : Backend::kAuto;
+  c.path = PathPreferenceFromName(b.path).value_or(PathPreference::kAuto);
+  c.backend = BackendFromName(b.backend).value_or(Backend::kAuto);
   c.chunks = b.chunks;
   c.tile_parts = b.tile_parts;
   c.comm_ctas = b.comm_ctas;

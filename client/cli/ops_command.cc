@@ -12,15 +12,15 @@
 // unreadable or malformed (named with its line); 2: bad flags or a config the ops refuse, naming
 // the field.
 #include <cstdio>
-#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "client/cli/command.h"
 #include "client/cli/flag_parser.h"
+#include "ops/core/op_names.h"
 #include "ops/core/op_tuning.h"
 #include "syncopate/ops.h"
 
@@ -49,47 +49,33 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-// `text` looked up in `names` into *out; false when it is none of them.
-template <class T>
-bool Named(const std::map<std::string, T>& names, const std::string& text, T* out) {
-  auto it = names.find(text);
-  if (it == names.end()) return false;
-  *out = it->second;
-  return true;
+// `name` as `parse` reads it into *out; false when it names none.
+template <class T, class Parse>
+bool Parsed(Parse parse, const std::string& name, T* out) {
+  const std::optional<T> value = parse(name);
+  if (value) *out = *value;
+  return value.has_value();
 }
 
 // The config the flags describe; "" or the usage error naming the flag.
 std::string ConfigFromFlags(const Options& o, OpConfig& c) {
-  static const std::map<std::string, ops::OpKind> kKinds = {
-      {"ag", ops::OpKind::kAllGatherMatmul},
-      {"all_gather_matmul", ops::OpKind::kAllGatherMatmul},
-      {"rs", ops::OpKind::kMatmulReduceScatter},
-      {"matmul_reduce_scatter", ops::OpKind::kMatmulReduceScatter},
-      {"ar", ops::OpKind::kMatmulAllReduce},
-      {"matmul_all_reduce", ops::OpKind::kMatmulAllReduce}};
-  static const std::map<std::string, ops::DType> kDTypes = {{"bf16", ops::DType::kBF16},
-                                                            {"fp16", ops::DType::kFP16}};
-  static const std::map<std::string, ops::Backend> kBackends = {
-      {"auto", ops::Backend::kAuto}, {"ce", ops::Backend::kCopyEngine}, {"sm", ops::Backend::kSm}};
-  static const std::map<std::string, ops::PathPreference> kPaths = {
-      {"auto", ops::PathPreference::kAuto},
-      {"fused", ops::PathPreference::kFused},
-      {"unfused", ops::PathPreference::kUnfused}};
-  if (!Named(kKinds, o.kind, &c.kind)) return "--kind: ag, rs or ar (or the op's full name)";
-  if (!Named(kDTypes, o.dtype, &c.dtype)) return "--dtype: bf16 or fp16";
-  if (!Named(kBackends, o.backend, &c.backend)) return "--backend: auto, ce or sm";
-  if (!Named(kPaths, o.path, &c.path)) return "--path: auto, fused or unfused";
+  if (!Parsed(ops::OpKindFromName, o.kind, &c.kind)) {
+    return "--kind: ag, rs or ar (or the op's full name)";
+  }
+  if (!Parsed(ops::DTypeFromName, o.dtype, &c.dtype)) return "--dtype: bf16 or fp16";
+  if (!Parsed(ops::BackendFromName, o.backend, &c.backend)) return "--backend: auto, ce or sm";
+  if (!Parsed(ops::PathPreferenceFromName, o.path, &c.path)) {
+    return "--path: auto, fused or unfused";
+  }
   c.max_m = o.max_m;
   c.n = o.n;
   c.k = o.k;
   c.chunks = o.chunks;
   c.tile_parts = o.tile_parts;
   c.cache_dir = o.cache_dir;
-  for (absl::string_view b : absl::StrSplit(o.buckets, ',', absl::SkipEmpty())) {
-    int64_t m = 0;
-    if (!absl::SimpleAtoi(b, &m)) return absl::StrCat("--buckets: '", b, "' is not an integer");
-    c.m_buckets.push_back(m);
-  }
+  absl::StatusOr<std::vector<int64_t>> buckets = ParseInt64List(o.buckets, "--buckets");
+  if (!buckets.ok()) return std::string(buckets.status().message());
+  c.m_buckets = *std::move(buckets);
   return "";
 }
 

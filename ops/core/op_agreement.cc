@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <sstream>
 
+#include "ops/core/op_names.h"
+
 namespace syncopate::ops {
 namespace {
 
@@ -14,14 +16,6 @@ std::string Join(const std::vector<int64_t>& values) {
     out += std::to_string(v);
   }
   return out;
-}
-
-const char* DTypeName(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
-
-const char* PreferenceName(PathPreference path) {
-  static constexpr const char* kNames[] = {"auto", "fused", "unfused"};  // enum order
-  const int i = static_cast<int>(path);
-  return i >= 0 && i < 3 ? kNames[i] : "unknown";
 }
 
 }  // namespace
@@ -38,7 +32,7 @@ Result<std::vector<std::pair<std::string, std::string>>> AgreedFields(const OpCo
       {"k", std::to_string(op.k)},
       {"dtype", DTypeName(op.dtype)},
       {"backend", BackendName(op.backend)},
-      {"path", PreferenceName(op.path)},
+      {"path", PathPreferenceName(op.path)},
       {"comm_ctas", std::to_string(op.comm_ctas)},
       {"m_buckets", Join(*buckets)},
   };

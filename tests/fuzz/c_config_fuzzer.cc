@@ -42,6 +42,19 @@ class Input {
   size_t size_;
 };
 
+// `full` as a caller passes it: struct_size `size_word` capped at this header's size, and only
+// that many bytes allocated (at least the struct_size word), so a read or write past them is a
+// heap overflow ASan reports.
+template <class T>
+std::unique_ptr<unsigned char[]> CallerSized(T full, uint32_t size_word) {
+  const uint32_t bytes = size_word % (sizeof(T) + 1);
+  full.struct_size = bytes;
+  const size_t allocated = bytes < sizeof(uint32_t) ? sizeof(uint32_t) : bytes;
+  auto caller = std::make_unique<unsigned char[]>(allocated);
+  std::memcpy(caller.get(), &full, allocated);
+  return caller;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -68,25 +81,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   group_full.bootstrap_user_data = nullptr;
   op_full.cache_dir = (op_size & 1) != 0 ? nullptr : dir.c_str();
 
-  // Each struct as long as its struct_size says (capped at this header's size).
-  const uint32_t group_bytes = group_size % (sizeof(syncopate_group_config) + 1);
-  const uint32_t op_bytes = op_size % (sizeof(syncopate_op_config) + 1);
-  const uint32_t path_bytes = path_size % (sizeof(syncopate_path) + 1);
-  group_full.struct_size = group_bytes;
-  op_full.struct_size = op_bytes;
-  const size_t group_alloc = group_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : group_bytes;
-  const size_t op_alloc = op_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : op_bytes;
-  const size_t path_alloc = path_bytes < sizeof(uint32_t) ? sizeof(uint32_t) : path_bytes;
-  auto group = std::make_unique<unsigned char[]>(group_alloc);
-  auto op = std::make_unique<unsigned char[]>(op_alloc);
-  auto path = std::make_unique<unsigned char[]>(path_alloc);
-  std::memcpy(group.get(), &group_full, group_alloc);
-  std::memcpy(op.get(), &op_full, op_alloc);
-  std::memcpy(path.get(), &path_bytes, sizeof(uint32_t));
-
+  std::unique_ptr<unsigned char[]> group = CallerSized(group_full, group_size);
+  std::unique_ptr<unsigned char[]> op = CallerSized(op_full, op_size);
+  std::unique_ptr<unsigned char[]> path = CallerSized(syncopate_path{}, path_size);
   const auto* g = reinterpret_cast<const syncopate_group_config*>(group.get());
   const auto* c = reinterpret_cast<const syncopate_op_config*>(op.get());
   auto* p = reinterpret_cast<syncopate_path*>(path.get());
+  const uint32_t path_bytes = p->struct_size;  // what the caller says it allocated
   (void)syncopate_check_config(g, c);
   (void)syncopate_last_error();
   if (syncopate_choose_path(c, world, m, p) == SYNCOPATE_OK) {

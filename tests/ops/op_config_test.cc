@@ -13,6 +13,7 @@
 #include "jit/compiler/embedded_headers.h"
 #include "jit/compiler/kernel_spec.h"
 #include "ops/core/op_kernels.h"
+#include "ops/core/op_names.h"
 #include "syncopate/ops.h"
 #include "tests/testing/scoped_env.h"
 
@@ -107,6 +108,31 @@ TEST(BucketsTest, GivenBucketsAreSortedWithMaxMAdded) {
   Result<std::vector<int64_t>> buckets = BucketsFor(c, 2);
   ASSERT_TRUE(buckets.ok());
   EXPECT_THAT(*buckets, ElementsAre(128, 4096, 8192));
+}
+
+// The names the CLI and ops_bench take read back to the enums they print (op_names.h).
+TEST(OpNamesTest, EveryNameReadsBackAndOthersAreRefused) {
+  for (OpKind kind :
+       {OpKind::kAllGatherMatmul, OpKind::kMatmulReduceScatter, OpKind::kMatmulAllReduce}) {
+    EXPECT_EQ(OpKindFromName(OpKindName(kind)), kind);
+  }
+  EXPECT_EQ(OpKindFromName("ag"), OpKind::kAllGatherMatmul);
+  EXPECT_EQ(OpKindFromName("rs"), OpKind::kMatmulReduceScatter);
+  EXPECT_EQ(OpKindFromName("ar"), OpKind::kMatmulAllReduce);
+  for (Backend b : {Backend::kAuto, Backend::kCopyEngine, Backend::kSm}) {
+    EXPECT_EQ(BackendFromName(BackendName(b)), b);
+  }
+  for (PathPreference p :
+       {PathPreference::kAuto, PathPreference::kFused, PathPreference::kUnfused}) {
+    EXPECT_EQ(PathPreferenceFromName(PathPreferenceName(p)), p);
+  }
+  EXPECT_EQ(DTypeFromName("bf16"), DType::kBF16);
+  EXPECT_EQ(DTypeFromName("fp16"), DType::kFP16);
+  for (const char* other : {"", "AG", "unknown", "f16", "copy_engine"}) {
+    EXPECT_FALSE(OpKindFromName(other) || BackendFromName(other) || PathPreferenceFromName(other) ||
+                 DTypeFromName(other))
+        << other;
+  }
 }
 
 TEST(ChoosePathTest, TakesTheSmallestBucketAtOrAboveM) {
