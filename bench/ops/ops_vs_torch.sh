@@ -10,8 +10,9 @@
 #     and Python's back-to-back time against ops_bench's run ms;
 # then the run call's host time at M=128 with the AllGather shard already in the workspace, and
 # the AllReduce's with the caller's tensors in place (issue 19: at most 10 us). Logs in
-# $OUT/logs.tgz; the summary lines on stdout. About 40 s a model once its kernels are built (the
-# ranks compile them: 2-3 s each).
+# $OUT/logs.tgz, with rows.csv: the runs as rows of bench/results/concurrent_tp.csv
+# (bench/ops/ops_rows.py); the summary lines on stdout. About 40 s a model once its kernels are
+# built (the ranks compile them: 2-3 s each).
 # Run with: run(command: "bash bench/ops/ops_vs_torch.sh", carry: [".device"]).
 # On the build host, FILL=DIR compiles those kernels instead (ops_bench --fill-cache, no GPU)
 # into DIR/<model> and runs nothing (scripts/gpu-run.sh does it with OPS_FILL=1); on the GPU
@@ -129,6 +130,21 @@ if [[ ,$kinds, == *,ar,* ]]; then
     --world "$world" --max-m 8192 --m 8192,2048,128 --backend sm \
     --cache-dir "$out/ops-cache-host" >"$out/host_time_ar.log" 2>&1 || echo "   failed (exit $?)"
   grep -E "^[0-9]+ +[0-9]+ " "$out/host_time_ar.log" | cut -c1-120
+fi
+# The runs as rows of bench/results/concurrent_tp.csv (bench/ops/ops_rows.py), in the logs.
+model_logs=()
+for entry in $models; do
+  parse_model "$entry"
+  [[ -f $out/$name.log ]] && model_logs+=("$out/$name.log")
+done
+row_note="$(head -1 "$out/gpu.txt"), MPS $MPS_PCT% x$world, connections 8; bench/ops/ops_vs_torch.sh"
+[[ ${TUNE:-0} == 1 ]] && row_note+=", TUNE=1 (ops_bench --tune first)"
+[[ -n ${SYNCOPATE_OPS_ALLREDUCE_PLAN:-} ]] && row_note+=", plan $SYNCOPATE_OPS_ALLREDUCE_PLAN"
+[[ -n ${TILE_PARTS:-} ]] && row_note+=", TILE_PARTS=$TILE_PARTS"
+if ((${#model_logs[@]})); then
+  python3 bench/ops/ops_rows.py --date "$(date +%F)" --header --note "$row_note" \
+    "${model_logs[@]}" >"$out/rows.csv" || echo "   ops_rows.py failed (exit $?)"
+  echo "   $(($(wc -l <"$out/rows.csv") - 1)) rows for bench/results/concurrent_tp.csv in rows.csv"
 fi
 rm -rf "$out"/ops-cache-*
 tar czf "$final_out/logs.tgz" -C "$out" . && rm -rf "$out"
