@@ -11,13 +11,20 @@
 //     capture is refused.
 // Every rank prints one row per M (its rank first: under MPS the ranks' times differ, and the
 // Python check reports the slowest); each rank times its own runs on its own stream.
-// --tune: times every path per M instead and stores each bucket's fastest for Op::Create.
+// --tune: times every path per M instead (interleaved in rounds, each path at its slowest rank)
+// and stores each bucket's fastest for Op::Create.
 // --fill-cache DIR: compiles every bucket's kernels on this host (no GPU needed) into DIR, for
 // ranks whose --cache-dir starts as a copy of it (device time is the scarce part).
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +36,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/base/atomic_file.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
@@ -59,7 +68,9 @@ struct BenchConfig {
   int chunks = 0;
   int comm_ctas = 0;  // 0: the runtime's default
   int reps = 20;
-  int rounds = 5;  // alternating blocks of direct runs and graph replays (TimeRunsAndReplays)
+  // Alternating blocks of direct runs and graph replays (TimeRunsAndReplays); with --tune, the
+  // rounds in which every path is timed (TuneRank).
+  int rounds = 5;
   // Fewer Run calls than the launch queue holds (each issues ~10 stream operations): with 200 the
   // loop waited for the GPU (bench/RESULTS.md, 2026-12-05 fourth session), not for the calls.
   int calls = 20;
@@ -154,16 +165,6 @@ template <class Body>
 absl::Status WarmUp(RankSetup& r, Body body) {
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(body());
   return ToAbsl(r.op->Synchronize(r.stream.get()));
-}
-
-// Milliseconds per run at `m` after three warm-up runs, every run finished.
-absl::StatusOr<double> TimeRuns(RankSetup& r, int64_t m, int reps) {
-  const RunArgs args = ArgsAt(r, m);
-  auto run = [&] { return ToAbsl(r.op->Run(args, r.stream.get())); };
-  RETURN_IF_ERROR(WarmUp(r, run));
-  ASSIGN_OR_RETURN(double ms, GpuMs(*r.api, r.stream.get(), reps, run));
-  RETURN_IF_ERROR(ToAbsl(r.op->Synchronize(r.stream.get())));
-  return ms;
 }
 
 // A graph holding one run at `m`, instantiated (captured after warm-up runs);
@@ -294,77 +295,172 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
 }
 
 // --tune: each path (unfused; fused on the SM backend at 1 and 2 chunks; fused on the copy
-// engine for AllGather) as its own op over the same buckets, timed per M; rank 0 stores each
-// bucket's fastest in the op tuning table (ops/core/op_tuning.h) that Op::Create reads.
-struct Candidate {
-  bool fused;
-  Backend backend;
-  int chunks;
-};
+// engine for AllGather) as its own op over the same buckets. Every path's op is created first,
+// and per M each of --rounds rounds times every path for --reps runs, in an order that rotates
+// by round; a path's figure is the median of its rounds. Timed one whole path after the other,
+// the first path ran on a GPU fresh from idle and the last on a warm one: the table picked
+// unfused (timed first) for LLaMA-3.1-70B at M=8192 from 5.653 ms, and the run after it took
+// 5.999 (bench/RESULTS.md, twenty-fifth session). Each rank writes its figures to a file in
+// `dir`; the parent takes each path at its slowest rank (TuneTable).
+std::vector<TuningCandidate> TuneCandidates(const BenchConfig& b) {
+  std::vector<TuningCandidate> candidates = {{.fused = false, .backend = Backend::kSm, .chunks = 1},
+                                             {.fused = true, .backend = Backend::kSm, .chunks = 1},
+                                             {.fused = true, .backend = Backend::kSm, .chunks = 2}};
+  if (b.kind == "ag") {
+    candidates.push_back({.fused = true, .backend = Backend::kCopyEngine, .chunks = 1});
+  }
+  return candidates;
+}
 
-absl::StatusOr<std::vector<double>> TimeCandidate(const BenchConfig& b, const Candidate& c,
-                                                  const std::string& job, int rank) {
+std::string CandidateName(const TuningCandidate& c) {
+  return absl::StrCat(c.fused ? "fused " : "unfused ", BackendName(c.backend), " x", c.chunks);
+}
+
+// The op of path `c` at every bucket of `b`'s Ms.
+OpConfig ConfigForCandidate(const BenchConfig& b, const TuningCandidate& c) {
   OpConfig config = OpConfigFor(b);
-  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set below
+  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set here
   for (int64_t m : b.ms) {
     config.bucket_paths.push_back(
         {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
   }
-  ASSIGN_OR_RETURN(RankSetup r, SetUpRank(b, config, job, rank));
-  std::vector<double> ms;
-  for (int64_t m : b.ms) {
-    ASSIGN_OR_RETURN(ms.emplace_back(), TimeRuns(r, m, b.reps));
-  }
-  return ms;
+  return config;
 }
 
-// The paths --tune times, the unfused one first (each bucket's table entry keeps its time).
-std::vector<Candidate> TuneCandidates(const BenchConfig& b) {
-  std::vector<Candidate> candidates = {
-      {false, Backend::kSm, 1}, {true, Backend::kSm, 1}, {true, Backend::kSm, 2}};
-  if (b.kind == "ag") candidates.push_back({true, Backend::kCopyEngine, 1});
-  return candidates;
+std::string RankTimesPath(const std::string& dir, int rank) {
+  return absl::StrCat(dir, "/rank", rank, ".times");
 }
 
-absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank) {
-  const std::vector<Candidate> candidates = TuneCandidates(b);
-  std::vector<std::vector<double>> ms;  // [candidate][m]
+// One rank's part of --tune: "arch <target>" (rank 0), then "times <candidate> <ms per M>...".
+absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank,
+                      const std::string& dir) {
+  const std::vector<TuningCandidate> candidates = TuneCandidates(b);
+  std::vector<RankSetup> setups;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    ASSIGN_OR_RETURN(ms.emplace_back(),
-                     TimeCandidate(b, candidates[i], absl::StrCat(job, "_", i), rank));
+    ASSIGN_OR_RETURN(setups.emplace_back(), SetUpRank(b, ConfigForCandidate(b, candidates[i]),
+                                                      absl::StrCat(job, "_", i), rank));
   }
-  if (rank != 0) return absl::OkStatus();
-  std::vector<MeasuredBucket> best;
-  std::printf("%-6s %-26s %10s %12s\n", "M", "fastest", "ms", "unfused ms");
-  for (size_t j = 0; j < b.ms.size(); ++j) {
-    size_t w = 0;
-    for (size_t i = 1; i < candidates.size(); ++i) {
-      if (ms[i][j] < ms[w][j]) w = i;
+  auto timed_runs = [&](RankSetup& r, int64_t m, int reps) {
+    const RunArgs args = ArgsAt(r, m);
+    return GpuMs(*r.api, r.stream.get(), reps,
+                 [&] { return ToAbsl(r.op->Run(args, r.stream.get())); });
+  };
+  std::vector<std::vector<double>> ms(candidates.size());  // [candidate][M]
+  for (int64_t m : b.ms) {
+    for (RankSetup& r : setups) {
+      const RunArgs args = ArgsAt(r, m);
+      RETURN_IF_ERROR(WarmUp(r, [&] { return ToAbsl(r.op->Run(args, r.stream.get())); }));
     }
-    const Candidate& c = candidates[w];
-    best.push_back({.bucket_m = b.ms[j],
-                    .fused = c.fused,
-                    .backend = c.backend,
-                    .chunks = c.chunks,
-                    .ms = ms[w][j],
-                    .unfused_ms = ms[0][j]});
-    std::printf(
-        "%-6lld %-26s %10.3f %12.3f\n", static_cast<long long>(b.ms[j]),
-        absl::StrCat(c.fused ? "fused " : "unfused ", BackendName(c.backend), " x", c.chunks)
-            .c_str(),
-        ms[w][j], ms[0][j]);
+    std::vector<std::vector<double>> rounds(candidates.size());
+    for (int round = 0; round < b.rounds; ++round) {
+      for (size_t j = 0; j < candidates.size(); ++j) {
+        const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
+        ASSIGN_OR_RETURN(rounds[i].emplace_back(), timed_runs(setups[i], m, b.reps));
+      }
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      RETURN_IF_ERROR(ToAbsl(setups[i].op->Synchronize(setups[i].stream.get())));
+      ms[i].push_back(Median(rounds[i]));
+    }
   }
-  ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-  int major = 0, minor = 0;
-  CU_RETURN_IF_ERROR(
-      api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
-  CU_RETURN_IF_ERROR(
-      api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
-  const OpConfig config = OpConfigFor(b);
-  const OpTuningKey key = OpTuningKeyFor(config, b.world, cuda::ArchFor(major * 10 + minor));
+  std::string text;
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+    int major = 0, minor = 0;
+    CU_RETURN_IF_ERROR(
+        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+    CU_RETURN_IF_ERROR(
+        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+    absl::StrAppend(&text, "arch ", cuda::ArchFor(major * 10 + minor), "\n");
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    absl::StrAppend(&text, "times ", i);
+    for (double t : ms[i]) absl::StrAppend(&text, " ", absl::StrFormat("%.6f", t));
+    absl::StrAppend(&text, "\n");
+  }
+  return ReplaceFileAtomically(RankTimesPath(dir, rank), text);
+}
+
+// Reads rank `rank`'s file of TuneRank into `times` ([candidate][M]) and, from rank 0's, `arch`.
+absl::Status ReadRankTimes(const std::string& dir, int rank, size_t candidates,
+                           std::vector<std::vector<double>>* times, std::string* arch) {
+  const std::string path = RankTimesPath(dir, rank);
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("rank ", rank, " wrote no times (", path, ")"));
+  times->assign(candidates, {});
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() == 2 && words[0] == "arch") {
+      *arch = words[1];
+      continue;
+    }
+    size_t i = 0;
+    if (words.size() < 2 || words[0] != "times" || !absl::SimpleAtoi(words[1], &i) ||
+        i >= candidates) {
+      return absl::DataLossError(absl::StrCat(path, ": unexpected line '", line, "'"));
+    }
+    for (size_t w = 2; w < words.size(); ++w) {
+      double t = 0;
+      if (!absl::SimpleAtod(words[w], &t)) {
+        return absl::DataLossError(absl::StrCat(path, ": bad time in '", line, "'"));
+      }
+      (*times)[i].push_back(t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --tune in the parent: the ranks time every path (TuneRank), then each bucket's fastest at its
+// slowest rank is printed with every path's figure and stored in --cache-dir's op tuning table.
+absl::Status TuneTable(const BenchConfig& b, const std::string& job) {
+  char dir_template[] = "/tmp/ops_bench_tune.XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  const std::string dir = dir_template;
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dir{dir};
+  std::vector<absl::Status> results = workloads::RunRanks(
+      b.world, absl::Minutes(9), [&](int rank) { return TuneRank(b, job, rank, dir); });
+  for (int r = 0; r < b.world; ++r) {
+    if (!results[r].ok())
+      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+  }
+  const std::vector<TuningCandidate> candidates = TuneCandidates(b);
+  std::vector<std::vector<std::vector<double>>> ms_by_rank(b.world);
+  std::string arch;
+  for (int r = 0; r < b.world; ++r) {
+    RETURN_IF_ERROR(ReadRankTimes(dir, r, candidates.size(), &ms_by_rank[r], &arch));
+  }
+  if (arch.empty()) return absl::DataLossError("rank 0 wrote no arch");
+  ASSIGN_OR_RETURN(const std::vector<MeasuredBucket> best,
+                   FastestPerBucket(b.ms, candidates, ms_by_rank));
+  std::printf("ms per run, each path at its slowest rank, the median of %d rounds of %d runs\n",
+              b.rounds, b.reps);
+  std::printf("%-6s %-26s %10s %12s", "M", "fastest", "ms", "unfused ms");
+  for (const TuningCandidate& c : candidates) std::printf(" %14s", CandidateName(c).c_str());
+  std::printf("\n");
+  for (size_t j = 0; j < best.size(); ++j) {
+    const MeasuredBucket& w = best[j];
+    std::printf("%-6lld %-26s %10.3f %12.3f", static_cast<long long>(w.bucket_m),
+                CandidateName({.fused = w.fused, .backend = w.backend, .chunks = w.chunks}).c_str(),
+                w.ms, w.unfused_ms);
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      double slowest = 0;
+      for (const auto& rank : ms_by_rank) slowest = std::max(slowest, rank[c][j]);
+      std::printf(" %14.3f", slowest);
+    }
+    std::printf("\n");
+  }
+  const OpTuningKey key = OpTuningKeyFor(OpConfigFor(b), b.world, arch);
   RETURN_IF_ERROR(StoreOpTuning(b.cache_dir, key, best));
   std::printf("stored %s\n", OpTuningPath(b.cache_dir, key).c_str());
-  // A forked rank ends without flushing stdio: into a file (fully buffered), the table was lost.
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -407,7 +503,7 @@ absl::Status FillCache(const BenchConfig& b) {
   std::vector<OpConfig> configs = {config};
   if (b.tune) {
     configs.clear();
-    for (const Candidate& c : TuneCandidates(b)) {
+    for (const TuningCandidate& c : TuneCandidates(b)) {
       OpConfig forced = config;
       forced.path = PathPreference::kAuto;
       for (int64_t m : *buckets) {
@@ -464,7 +560,8 @@ absl::Status Main(int argc, char** argv) {
              "tile_parts, on by default; --tile-parts=false moves whole chunks)");
   flags.Int("comm-ctas", &b.comm_ctas, "SM backend's communication CTAs (0: the default)", 0, 1024);
   flags.Int("reps", &b.reps, "timed runs per M and round", 1);
-  flags.Int("rounds", &b.rounds, "alternating rounds of direct runs and graph replays per M", 1,
+  flags.Int("rounds", &b.rounds,
+            "alternating rounds of direct runs and graph replays per M (--tune: of every path)", 1,
             100);
   flags.Int("calls", &b.calls, "Run calls timed on the host per M", 1);
   flags.String("cache-dir", &b.cache_dir, "kernel cache folder").DefaultText("none");
@@ -490,9 +587,9 @@ absl::Status Main(int argc, char** argv) {
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
   const std::string job = workloads::UniqueGroupId("ops_bench");
-  std::vector<absl::Status> results = workloads::RunRanks(b.world, absl::Minutes(9), [&](int rank) {
-    return b.tune ? TuneRank(b, job, rank) : RunRank(b, job, rank);
-  });
+  if (b.tune) return TuneTable(b, job);
+  std::vector<absl::Status> results = workloads::RunRanks(
+      b.world, absl::Minutes(9), [&](int rank) { return RunRank(b, job, rank); });
   for (int r = 0; r < b.world; ++r) {
     if (!results[r].ok())
       return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));

@@ -70,6 +70,55 @@ OpTuningKey OpTuningKeyFor(const OpConfig& config, int world, std::string arch) 
           .plan_knob = config.kind == OpKind::kMatmulAllReduce ? AllReducePlanKnob() : ""};
 }
 
+absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
+    const std::vector<int64_t>& buckets, const std::vector<TuningCandidate>& candidates,
+    const std::vector<std::vector<std::vector<double>>>& ms_by_rank) {
+  if (candidates.empty() || candidates[0].fused) {
+    return absl::InvalidArgumentError("the first candidate must be the unfused path");
+  }
+  if (ms_by_rank.empty()) return absl::InvalidArgumentError("no rank's times");
+  for (size_t r = 0; r < ms_by_rank.size(); ++r) {
+    if (ms_by_rank[r].size() != candidates.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", r, " timed ", ms_by_rank[r].size(),
+                                                     " candidates, not ", candidates.size()));
+    }
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (ms_by_rank[r][c].size() != buckets.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " candidate ", c, ": ",
+                                                       ms_by_rank[r][c].size(), " times for ",
+                                                       buckets.size(), " buckets"));
+      }
+      for (size_t j = 0; j < buckets.size(); ++j) {
+        const double ms = ms_by_rank[r][c][j];
+        if (!std::isfinite(ms) || ms <= 0) {
+          return absl::InvalidArgumentError(absl::StrCat("rank ", r, " candidate ", c, " bucket ",
+                                                         buckets[j], ": time ", ms,
+                                                         " is not positive"));
+        }
+      }
+    }
+  }
+  auto slowest = [&](size_t c, size_t j) {
+    double ms = 0;
+    for (const auto& rank : ms_by_rank) ms = std::max(ms, rank[c][j]);
+    return ms;
+  };
+  std::vector<MeasuredBucket> best;
+  for (size_t j = 0; j < buckets.size(); ++j) {
+    size_t w = 0;
+    for (size_t c = 1; c < candidates.size(); ++c) {
+      if (slowest(c, j) < slowest(w, j)) w = c;
+    }
+    best.push_back({.bucket_m = buckets[j],
+                    .fused = candidates[w].fused,
+                    .backend = candidates[w].backend,
+                    .chunks = candidates[w].chunks,
+                    .ms = slowest(w, j),
+                    .unfused_ms = slowest(0, j)});
+  }
+  return best;
+}
+
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {
   return absl::StrCat(cache_dir, "/tuning/op.", OpKindName(key.kind), ".", key.arch, ".",
                       DTypeText(key.dtype), ".w", key.world, ".", key.n, "x", key.k,

@@ -51,6 +51,22 @@ struct MeasuredBucket {
   friend bool operator==(const MeasuredBucket&, const MeasuredBucket&) = default;
 };
 
+// One path `ops_bench --tune` times: fused or not, backend, chunks per shard.
+struct TuningCandidate {
+  bool fused = false;
+  Backend backend = Backend::kSm;
+  int chunks = 1;
+};
+
+// Each bucket's fastest candidate from every rank's times, ms_by_rank[rank][candidate][bucket
+// index]. A candidate's time at a bucket is its slowest rank's: a collective op ends when its
+// last rank does, and judged by one rank's times the choice would follow that rank's share of
+// the GPU. candidates[0] must be the unfused path (each entry's unfused_ms). InvalidArgument
+// naming the rank, candidate or bucket whose times are missing or not positive.
+absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
+    const std::vector<int64_t>& buckets, const std::vector<TuningCandidate>& candidates,
+    const std::vector<std::vector<std::vector<double>>>& ms_by_rank);
+
 // <cache_dir>/tuning/op.<...>.tune.
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key);
 

@@ -157,5 +157,51 @@ TEST_F(OpTuningTest, MeasuredPathsKeepTheCallersBackend) {
   EXPECT_EQ(WithMeasuredPaths(config, 2, measured, "the file").bucket_paths.size(), 2u);
 }
 
+// The tuner's choice per bucket: each candidate at its slowest rank's time, so a path that is
+// fast on one rank only does not win; the unfused time is candidate 0's, also slowest-rank.
+TEST(FastestPerBucketTest, EachCandidateCountsAtItsSlowestRank) {
+  const std::vector<TuningCandidate> candidates = {
+      {.fused = false}, {.fused = true, .chunks = 1}, {.fused = true, .chunks = 2}};
+  // [rank][candidate][bucket]; buckets 8192 and 2048.
+  const std::vector<std::vector<std::vector<double>>> ms = {
+      {{6.0, 1.6}, {5.5, 1.7}, {5.8, 1.5}},  // rank 0 alone would take fused x1 at 8192
+      {{6.1, 1.5}, {6.3, 1.8}, {5.9, 1.6}},
+  };
+  absl::StatusOr<std::vector<MeasuredBucket>> best = FastestPerBucket({8192, 2048}, candidates, ms);
+  ASSERT_TRUE(best.ok()) << best.status();
+  ASSERT_EQ(best->size(), 2u);
+  // 8192: slowest ranks 6.1 (unfused), 6.3 (x1), 5.9 (x2).
+  EXPECT_EQ((*best)[0], (MeasuredBucket{.bucket_m = 8192,
+                                        .fused = true,
+                                        .backend = Backend::kSm,
+                                        .chunks = 2,
+                                        .ms = 5.9,
+                                        .unfused_ms = 6.1}));
+  // 2048: 1.6 (unfused), 1.8, 1.6: a tie keeps the earlier candidate, the unfused path.
+  EXPECT_EQ((*best)[1], (MeasuredBucket{.bucket_m = 2048,
+                                        .fused = false,
+                                        .backend = Backend::kSm,
+                                        .chunks = 1,
+                                        .ms = 1.6,
+                                        .unfused_ms = 1.6}));
+}
+
+TEST(FastestPerBucketTest, MissingOrBadTimesAreNamed) {
+  const std::vector<TuningCandidate> two = {{.fused = false}, {.fused = true}};
+  auto message = [](const absl::StatusOr<std::vector<MeasuredBucket>>& got) {
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(got.status().message());
+  };
+  EXPECT_THAT(message(FastestPerBucket({8192}, two, {{{1.0}, {1.0}}, {{1.0}}})),
+              HasSubstr("rank 1 timed 1 candidates, not 2"));
+  EXPECT_THAT(message(FastestPerBucket({8192, 2048}, two, {{{1.0, 2.0}, {1.0}}})),
+              HasSubstr("rank 0 candidate 1: 1 times for 2 buckets"));
+  EXPECT_THAT(message(FastestPerBucket({8192}, two, {{{1.0}, {0.0}}})),
+              HasSubstr("rank 0 candidate 1 bucket 8192: time 0 is not positive"));
+  EXPECT_THAT(message(FastestPerBucket({8192}, two, {})), HasSubstr("no rank's times"));
+  EXPECT_THAT(message(FastestPerBucket({8192}, {{.fused = true}}, {{{1.0}}})),
+              HasSubstr("first candidate must be the unfused path"));
+}
+
 }  // namespace
 }  // namespace syncopate::ops
