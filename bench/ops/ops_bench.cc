@@ -441,6 +441,7 @@ absl::Status TuneTable(const BenchConfig& b, const std::string& job) {
   if (arch.empty()) return absl::DataLossError("rank 0 wrote no arch");
   ASSIGN_OR_RETURN(const std::vector<MeasuredBucket> best,
                    FastestPerBucket(b.ms, candidates, ms_by_rank));
+  const std::vector<std::vector<double>> slowest = SlowestRankMs(ms_by_rank);
   std::printf("ms per run, each path at its slowest rank, the median of %d rounds of %d runs\n",
               b.rounds, b.reps);
   std::printf("%-6s %-26s %10s %12s", "M", "fastest", "ms", "unfused ms");
@@ -451,11 +452,7 @@ absl::Status TuneTable(const BenchConfig& b, const std::string& job) {
     std::printf("%-6lld %-26s %10.3f %12.3f", static_cast<long long>(w.bucket_m),
                 CandidateName({.fused = w.fused, .backend = w.backend, .chunks = w.chunks}).c_str(),
                 w.ms, w.unfused_ms);
-    for (size_t c = 0; c < candidates.size(); ++c) {
-      double slowest = 0;
-      for (const auto& rank : ms_by_rank) slowest = std::max(slowest, rank[c][j]);
-      std::printf(" %14.3f", slowest);
-    }
+    for (const std::vector<double>& path_ms : slowest) std::printf(" %14.3f", path_ms[j]);
     std::printf("\n");
   }
   const OpTuningKey key = OpTuningKeyFor(OpConfigFor(b), b.world, arch);

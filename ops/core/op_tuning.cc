@@ -98,25 +98,35 @@ absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
       }
     }
   }
-  auto slowest = [&](size_t c, size_t j) {
-    double ms = 0;
-    for (const auto& rank : ms_by_rank) ms = std::max(ms, rank[c][j]);
-    return ms;
-  };
+  const std::vector<std::vector<double>> slowest = SlowestRankMs(ms_by_rank);
   std::vector<MeasuredBucket> best;
   for (size_t j = 0; j < buckets.size(); ++j) {
     size_t w = 0;
     for (size_t c = 1; c < candidates.size(); ++c) {
-      if (slowest(c, j) < slowest(w, j)) w = c;
+      if (slowest[c][j] < slowest[w][j]) w = c;
     }
     best.push_back({.bucket_m = buckets[j],
                     .fused = candidates[w].fused,
                     .backend = candidates[w].backend,
                     .chunks = candidates[w].chunks,
-                    .ms = slowest(w, j),
-                    .unfused_ms = slowest(0, j)});
+                    .ms = slowest[w][j],
+                    .unfused_ms = slowest[0][j]});
   }
   return best;
+}
+
+std::vector<std::vector<double>> SlowestRankMs(
+    const std::vector<std::vector<std::vector<double>>>& ms_by_rank) {
+  std::vector<std::vector<double>> slowest =
+      ms_by_rank.empty() ? std::vector<std::vector<double>>{} : ms_by_rank[0];
+  for (const auto& rank : ms_by_rank) {
+    for (size_t c = 0; c < slowest.size(); ++c) {
+      for (size_t j = 0; j < slowest[c].size(); ++j) {
+        slowest[c][j] = std::max(slowest[c][j], rank[c][j]);
+      }
+    }
+  }
+  return slowest;
 }
 
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {

@@ -67,6 +67,11 @@ absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
     const std::vector<int64_t>& buckets, const std::vector<TuningCandidate>& candidates,
     const std::vector<std::vector<std::vector<double>>>& ms_by_rank);
 
+// [candidate][bucket index]: each candidate's time at its slowest rank, from times of the shape
+// FastestPerBucket accepted.
+std::vector<std::vector<double>> SlowestRankMs(
+    const std::vector<std::vector<std::vector<double>>>& ms_by_rank);
+
 // <cache_dir>/tuning/op.<...>.tune.
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key);
 

@@ -177,6 +177,8 @@ TEST(FastestPerBucketTest, EachCandidateCountsAtItsSlowestRank) {
                                         .chunks = 2,
                                         .ms = 5.9,
                                         .unfused_ms = 6.1}));
+  EXPECT_EQ(SlowestRankMs(ms),
+            (std::vector<std::vector<double>>{{6.1, 1.6}, {6.3, 1.8}, {5.9, 1.6}}));
   // 2048: 1.6 (unfused), 1.8, 1.6: a tie keeps the earlier candidate, the unfused path.
   EXPECT_EQ((*best)[1], (MeasuredBucket{.bucket_m = 2048,
                                         .fused = false,
