@@ -40,17 +40,13 @@
 #                   1.707)
 #   ar_tuned        ar_plan_direct with TUNE=1: `ops_bench --tune` picks each bucket's path
 #                   first and the C++ and Python runs take it (fill the build host's cache with
-#                   TUNE=1 KINDS=ar too). With direct_out (twenty-second session) it took the
-#                   fused path at M=2048, faster than direct_out unfused; does the default plan's
-#                   fused path win there too? (Predicted: yes for 70B and Qwen2-72B, whose
-#                   GEMM is long enough to hide the transfers, within 2% for 8B.)
+#                   TUNE=1 KINDS=ar too). Twenty-fifth session (paths timed one after the
+#                   other): unfused for 70B at both Ms, the fused direct not faster at M=2048
+#                   (the prediction for the default plan missed); the rounds since, above
 #   ar_plan_traces  the AllReduce at M=8192 (70B) traced with each plan (ar_first_run_ab.sh, MPS
-#                   at 45% each, so no late CTAs). direct_out's copies had one channel when it
-#                   measured 0.36 ms slower than direct (twenty-second session); each source's
-#                   copies have their own since. Predicted: direct_out within 2% of direct per
-#                   kernel, its comm CTAs' tail after the last tile (launch_trace_summary's
-#                   comm_tail) at most 0.1 ms longer than direct's, the copy after direct's
-#                   kernel (about 0.1 ms) gone
+#                   at 45% each). Twenty-fifth session: direct_out's kernel 3-6% longer than
+#                   direct's, its run without the copy after the kernel a tie single-run, 2%
+#                   faster back to back, 2% slower per graph replay
 # A step runs when its usual length (NEEDS below, from bench/RESULTS.md) fits in what is left,
 # and is cut at what is left. Summaries on stdout; logs in $OUT/logs.tgz (ops_vs_torch's in
 # $OUT/ops_logs.tgz, the traces of ar_join and ar_late_45 in $OUT/<step>.tgz).
@@ -69,7 +65,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [ops_ts_1]=150 [ops_ts_32]=260 [protocol_mps_32]=230 [protocol_ts_8]=200
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
-                  [ar_plan_direct_out]=70 [ar_tuned]=170 [ar_2048_plans]=80
+                  [ar_plan_direct_out]=70 [ar_tuned]=140 [ar_2048_plans]=80
                   [ops_ar_out]=70 [ar_plan_traces]=90)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
@@ -175,21 +171,22 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 490 s): the ops' tests first (small AllReduce buckets take direct_out, so an
-# op's buckets mix the two plans: case ar_mixed_plans, run and captured; direct_out's new copy
-# layout), then what the twenty-second session's measurements left open (the two plans traced,
-# the fused direct AllReduce at M=2048 through the tuner).
-# The recipe: OPS_FILL=1 scripts/gpu-run.sh, then the fills of
-#   SYNCOPATE_OPS_ALLREDUCE_PLAN=allreduce.direct_out MODELS=llama3.1-70b:8192,28672 KINDS=ar
-#   and TUNE=1 KINDS=ar (FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh).
-# Still owed after it: ops_ts_1, ops_ts_32, then the stall matrix at 8 ranks, world 3 and
-# time-sliced (scripts/stall-matrix.sh). The stall step's kernels can be compiled on the build
-# host:
+# The default (about 400 s): the tuner's rounds (c8236df: every path's op made first, timed in
+# rounds whose order rotates, each path at its slowest rank), then the ops' tests time-sliced at
+# 8 (everything since 4c5f8cc passed under MPS at 1, 8 and 32 and time-sliced at 1 in the
+# twenty-fifth session). Predicted for ar_tuned: LLaMA-3.1-70B at M=8192 now takes a fused path
+# (1-3% below unfused at the slowest rank; the old tuner took unfused from 5.653 ms and the run
+# after it measured 5.999), and the runs after the table within 3% of the tuned figures; M=2048
+# stays unfused for 70B and 8B, Qwen2-72B within 1% either way.
+# The recipe: OPS_FILL=1 scripts/gpu-run.sh, then the fill of TUNE=1 KINDS=ar
+#   (FILL=.device/ops-cache bash bench/ops/ops_vs_torch.sh).
+# Still owed after it: ops_ts_32, then the stall matrix at 8 ranks, world 3 and time-sliced
+# (scripts/stall-matrix.sh). The stall step's kernels can be compiled on the build host:
 #   WARM_ARGS="--gpus 4 --tp 4 --workloads rs --rs-plan reducescatter.ring --models llama3.1-8b
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 220 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-ops_mps_8 ar_plan_traces ar_tuned ops_ar_out}; do
+for name in ${STEPS:-ar_tuned ops_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
