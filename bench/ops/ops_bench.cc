@@ -27,6 +27,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "core/base/atomic_file.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
@@ -363,7 +363,7 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank,
       ms[i].push_back(Median(rounds[i]));
     }
   }
-  std::string text;
+  std::string arch;
   if (rank == 0) {
     ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
     int major = 0, minor = 0;
@@ -371,14 +371,9 @@ absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank,
         api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
     CU_RETURN_IF_ERROR(
         api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
-    absl::StrAppend(&text, "arch ", cuda::ArchFor(major * 10 + minor), "\n");
+    arch = cuda::ArchFor(major * 10 + minor);
   }
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    absl::StrAppend(&text, "times ", i);
-    for (double t : ms[i]) absl::StrAppend(&text, " ", absl::StrFormat("%.6f", t));
-    absl::StrAppend(&text, "\n");
-  }
-  return ReplaceFileAtomically(RankTimesPath(dir, rank), text);
+  return ReplaceFileAtomically(RankTimesPath(dir, rank), FormatRankTimes(arch, ms));
 }
 
 // Reads rank `rank`'s file of TuneRank into `times` ([candidate][M]) and, from rank 0's, `arch`.
@@ -387,28 +382,11 @@ absl::Status ReadRankTimes(const std::string& dir, int rank, size_t candidates,
   const std::string path = RankTimesPath(dir, rank);
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("rank ", rank, " wrote no times (", path, ")"));
-  times->assign(candidates, {});
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (words.size() == 2 && words[0] == "arch") {
-      *arch = words[1];
-      continue;
-    }
-    size_t i = 0;
-    if (words.size() < 2 || words[0] != "times" || !absl::SimpleAtoi(words[1], &i) ||
-        i >= candidates) {
-      return absl::DataLossError(absl::StrCat(path, ": unexpected line '", line, "'"));
-    }
-    for (size_t w = 2; w < words.size(); ++w) {
-      double t = 0;
-      if (!absl::SimpleAtod(words[w], &t)) {
-        return absl::DataLossError(absl::StrCat(path, ": bad time in '", line, "'"));
-      }
-      (*times)[i].push_back(t);
-    }
-  }
-  return absl::OkStatus();
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::Status parsed = ParseRankTimes(text.str(), candidates, times, arch);
+  if (parsed.ok()) return parsed;
+  return absl::Status(parsed.code(), absl::StrCat(path, ": ", parsed.message()));
 }
 
 // --tune in the parent: the ranks time every path (TuneRank), then each bucket's fastest at its

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "core/base/atomic_file.h"
@@ -127,6 +128,41 @@ std::vector<std::vector<double>> SlowestRankMs(
     }
   }
   return slowest;
+}
+
+std::string FormatRankTimes(const std::string& arch, const std::vector<std::vector<double>>& ms) {
+  std::string text = arch.empty() ? "" : absl::StrCat("arch ", arch, "\n");
+  for (size_t c = 0; c < ms.size(); ++c) {
+    absl::StrAppend(&text, "times ", c);
+    for (double t : ms[c]) absl::StrAppend(&text, " ", absl::StrFormat("%.6f", t));
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
+absl::Status ParseRankTimes(const std::string& text, size_t candidates,
+                            std::vector<std::vector<double>>* ms, std::string* arch) {
+  ms->assign(candidates, {});
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (words.size() == 2 && words[0] == "arch") {
+      *arch = std::string(words[1]);
+      continue;
+    }
+    size_t c = 0;
+    if (words.size() < 2 || words[0] != "times" || !ParseNumber(words[1], &c) || c >= candidates) {
+      return absl::DataLossError(
+          absl::StrCat("unexpected line '", line, "' (", candidates, " candidates)"));
+    }
+    for (size_t w = 2; w < words.size(); ++w) {
+      double t = 0;
+      if (!ParseNumber(words[w], &t)) {
+        return absl::DataLossError(absl::StrCat("bad time '", words[w], "' in '", line, "'"));
+      }
+      (*ms)[c].push_back(t);
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key) {

@@ -72,6 +72,16 @@ absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
 std::vector<std::vector<double>> SlowestRankMs(
     const std::vector<std::vector<std::vector<double>>>& ms_by_rank);
 
+// One rank's figures as `ops_bench --tune`'s ranks hand them to the process that chooses:
+// "arch <target>" when `arch` is not empty, then "times <candidate> <ms per bucket>..." per
+// candidate (ms[candidate][bucket index]).
+std::string FormatRankTimes(const std::string& arch, const std::vector<std::vector<double>>& ms);
+
+// The reverse: `ms` gets `candidates` rows, `arch` the target if the text names one. DataLoss
+// naming the line for anything else, a candidate out of range or a bad number.
+absl::Status ParseRankTimes(const std::string& text, size_t candidates,
+                            std::vector<std::vector<double>>* ms, std::string* arch);
+
 // <cache_dir>/tuning/op.<...>.tune.
 std::string OpTuningPath(const std::string& cache_dir, const OpTuningKey& key);
 

@@ -205,5 +205,27 @@ TEST(FastestPerBucketTest, MissingOrBadTimesAreNamed) {
               HasSubstr("first candidate must be the unfused path"));
 }
 
+// The ranks' figures travel to the choosing process as text and come back the same; anything
+// else is named.
+TEST(RankTimesTest, FiguresRoundTripAndBadLinesAreNamed) {
+  const std::vector<std::vector<double>> ms = {{6.1, 1.625}, {5.9, 1.7}};
+  std::vector<std::vector<double>> got;
+  std::string arch;
+  ASSERT_TRUE(ParseRankTimes(FormatRankTimes("sm_90a", ms), 2, &got, &arch).ok());
+  EXPECT_EQ(got, ms);
+  EXPECT_EQ(arch, "sm_90a");
+  arch.clear();
+  ASSERT_TRUE(ParseRankTimes(FormatRankTimes("", ms), 2, &got, &arch).ok());
+  EXPECT_EQ(arch, "");  // only rank 0 names the target
+  auto message = [&](const std::string& text) {
+    const absl::Status s = ParseRankTimes(text, 2, &got, &arch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << text;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(message("times 2 1.0\n"), HasSubstr("unexpected line 'times 2 1.0' (2 candidates)"));
+  EXPECT_THAT(message("times 0 1.0 x\n"), HasSubstr("bad time 'x'"));
+  EXPECT_THAT(message("speed 0 1.0\n"), HasSubstr("unexpected line 'speed 0 1.0'"));
+}
+
 }  // namespace
 }  // namespace syncopate::ops
