@@ -43,6 +43,9 @@
 #                   TUNE=1 KINDS=ar too). Twenty-fifth session (paths timed one after the
 #                   other): unfused for 70B at both Ms, the fused direct not faster at M=2048
 #                   (the prediction for the default plan missed); the rounds since, above
+#   cli_ops_tune    tests/cli/ops_tune_test.sh with the bundle's `syncopate` under MPS at 8: the
+#                   CLI's `ops tune` tunes a small AllReduce at 2 ranks and `ops path` applies
+#                   the table it wrote (keep .device/bin/syncopate in the bundle)
 #   ar_plan_traces  the AllReduce at M=8192 (70B) traced with each plan (ar_first_run_ab.sh, MPS
 #                   at 45% each). Twenty-fifth session: direct_out's kernel 3-6% longer than
 #                   direct's, its run without the copy after the kernel a tie single-run, 2%
@@ -66,7 +69,7 @@ declare -A needs=([ops_mps_8]=140 [protocol_mps_8]=215 [push_ab]=170 [ops_vs_tor
                   [protocol_ts_32]=310 [ar_join]=70 [trace_test]=20
                   [stall_ring_oversubscribed]=150 [ar_late_45]=40 [ar_plan_direct]=70
                   [ar_plan_direct_out]=70 [ar_tuned]=140 [ar_2048_plans]=80
-                  [ops_ar_out]=70 [ar_plan_traces]=90)
+                  [ops_ar_out]=70 [ar_plan_traces]=90 [cli_ops_tune]=60)
 summary() {
   grep -E '^\[  (FAILED|PASSED) |^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [A-Za-z]' "$1" | head -14
 }
@@ -155,6 +158,9 @@ run_step() {  # run_step NAME LIMIT
         WORKLOADS=rs BACKENDS=sm LAUNCHES=500 EXTRA="--rs-plan reducescatter.ring" \
         STEP_TIMEOUT=$((limit - 10))
       ;;
+    cli_ops_tune)
+      STEP_TIMEOUT=$limit in_mode mps:8 bash tests/cli/ops_tune_test.sh "$bin/syncopate"
+      ;;
     trace_test)
       STEP_TIMEOUT=$limit in_mode mps:8 "$bin/ops_gpu_test" --gtest_filter='OpsTraceGpuTest.*'
       ;;
@@ -171,8 +177,9 @@ run_step() {  # run_step NAME LIMIT
   esac
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-# The default (about 400 s): the tuner's rounds (c8236df: every path's op made first, timed in
-# rounds whose order rotates, each path at its slowest rank), then the ops' tests time-sliced at
+# The default (about 460 s): the tuner's rounds (c8236df: every path's op made first, timed in
+# rounds whose order rotates, each path at its slowest rank), the same tuner as the installed
+# CLI's `syncopate ops tune`, then the ops' tests time-sliced at
 # 8 (everything since 4c5f8cc passed under MPS at 1, 8 and 32 and time-sliced at 1 in the
 # twenty-fifth session). Predicted for ar_tuned: LLaMA-3.1-70B at M=8192 now takes a fused path
 # (1-3% below unfused at the slowest rank; the old tuner took unfused from 5.653 ms and the run
@@ -186,13 +193,14 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 #   --tokens 2048 --chunks 1,2,4,8" scripts/gpu-run.sh
 # The protocol suite at 32 takes 220 s under MPS (only its 2- and 3-rank cases fit) and 310 s
 # time-sliced.
-for name in ${STEPS:-ar_tuned ops_ts_8}; do
+for name in ${STEPS:-ar_tuned cli_ops_tune ops_ts_8}; do
   l=$(left)
   if ((l < ${needs[$name]:-60})); then echo "== $name: not run ($l s left)"; continue; fi
   s=$SECONDS
   run_step "$name" "$l" >"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - s)) s"
-  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_* || $name == stall_* ]]; then
+  if [[ $name == ops_vs_torch || $name == push_ab || $name == ar_* || $name == stall_* ||
+        $name == cli_* ]]; then
     cat "$out/$name.log"
   else
     summary "$out/$name.log"

@@ -15,19 +15,12 @@
 // and stores each bucket's fastest for Op::Create.
 // --fill-cache DIR: compiles every bucket's kernels on this host (no GPU needed) into DIR, for
 // ranks whose --cache-dir starts as a copy of it (device time is the scarce part).
-#include <stdlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,7 +30,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/base/atomic_file.h"
 #include "core/base/flags.h"
 #include "core/base/status_macros.h"
 #include "jit/build/kernel_build.h"
@@ -46,11 +38,12 @@
 #include "ops/core/op_kernels.h"
 #include "ops/core/op_names.h"
 #include "ops/core/op_tuning.h"
+#include "ops/tuner/op_rank.h"
+#include "ops/tuner/op_tuner.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/handles.h"
 #include "runtime/cuda/kernel_loader.h"
 #include "runtime/cuda/workloads/multiprocess.h"
-#include "runtime/cuda/workloads/test_kernels.h"
 #include "runtime/gemm/cublas_lib.h"
 #include "syncopate/ops.h"
 #include "syncopate/status_absl.h"
@@ -69,7 +62,7 @@ struct BenchConfig {
   int comm_ctas = 0;  // 0: the runtime's default
   int reps = 20;
   // Alternating blocks of direct runs and graph replays (TimeRunsAndReplays); with --tune, the
-  // rounds in which every path is timed (TuneRank).
+  // rounds in which every path is timed (ops/tuner/op_tuner.h).
   int rounds = 5;
   // Fewer Run calls than the launch queue holds (each issues ~10 stream operations): with 200 the
   // loop waited for the GPU (bench/RESULTS.md, 2026-12-05 fourth session), not for the calls.
@@ -105,75 +98,20 @@ OpConfig OpConfigFor(const BenchConfig& b) {
   return c;
 }
 
-// Milliseconds per call of `body` over `reps` calls, by events on `stream`.
-template <class Body>
-absl::StatusOr<double> GpuMs(const cuda::DriverApi& api, CUstream stream, int reps, Body body) {
-  ASSIGN_OR_RETURN(cuda::Event start, cuda::Event::Create(api, CU_EVENT_DEFAULT));
-  ASSIGN_OR_RETURN(cuda::Event stop, cuda::Event::Create(api, CU_EVENT_DEFAULT));
-  RETURN_IF_ERROR(start.Record(stream));
-  for (int i = 0; i < reps; ++i) RETURN_IF_ERROR(body());
-  RETURN_IF_ERROR(stop.Record(stream));
-  CU_RETURN_IF_ERROR(api.cuEventSynchronize(stop.get()));
-  ASSIGN_OR_RETURN(float ms, stop.ElapsedMsSince(start));
-  return static_cast<double>(ms) / static_cast<double>(reps);
-}
-
-// One rank's op and its inputs: a [max_m, k], w [n, k], out [max_m, n], on its own stream.
-struct RankSetup {
-  std::unique_ptr<Op> op;
-  const cuda::DriverApi* api = nullptr;
-  cuda::DeviceBuffer a, w, out;
-  cuda::Stream stream;
-  bool shard_in_workspace = false;
-};
-
-absl::StatusOr<RankSetup> SetUpRank(const BenchConfig& b, const OpConfig& config,
-                                    const std::string& job, int rank) {
-  RankSetup r;
-  Result<std::unique_ptr<Op>> created =
-      Op::Create({.job = job, .rank = rank, .world = b.world}, config);
-  RETURN_IF_ERROR(ToAbsl(created.status()));
-  r.op = std::move(*created);
-  ASSIGN_OR_RETURN(r.api, cuda::Driver());
-  ASSIGN_OR_RETURN(r.a, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.k * 2));
-  ASSIGN_OR_RETURN(r.w, cuda::DeviceBuffer::Allocate(*r.api, b.n * b.k * 2));
-  ASSIGN_OR_RETURN(r.out, cuda::DeviceBuffer::Allocate(*r.api, b.max_m * b.n * 2));
-  ASSIGN_OR_RETURN(r.stream, cuda::Stream::Create(*r.api));
-  // Random inputs, not zeros: a GEMM on zeros draws less power and clocks higher (cuBLAS took
-  // 1.06-1.17 ms on zeros here against 1.22-1.40 ms from torch on random data, same GEMM and
-  // setup), so figures on zeros flatter the ops. Filled on the device, as the tp bench does: the
-  // host fill copied from pageable memory before it crashed rank 0 on the H100 every time
-  // (signal 11, 2026-12-06; not traced, the failure signal handler in main now prints a stack).
-  ASSIGN_OR_RETURN(cuda::Context context, cuda::Context::Retain(0));
-  ASSIGN_OR_RETURN(workloads::TestKernels fill, workloads::TestKernels::Load(context));
-  RETURN_IF_ERROR(
-      fill.Fill(r.a.get(), b.max_m * b.k, plan::DType::kBF16, 2 * rank + 1, r.stream.get()));
-  RETURN_IF_ERROR(
-      fill.Fill(r.w.get(), b.n * b.k, plan::DType::kBF16, 2 * rank + 2, r.stream.get()));
-  RETURN_IF_ERROR(r.stream.Synchronize());
+absl::StatusOr<OpRank> SetUpRank(const BenchConfig& b, const OpConfig& config,
+                                 const std::string& job, int rank) {
+  ASSIGN_OR_RETURN(OpRank r, SetUpOpRank({.job = job, .rank = rank, .world = b.world}, config));
   r.shard_in_workspace = b.shard_in_workspace;
   return r;
 }
 
-RunArgs ArgsAt(const RankSetup& r, int64_t m) {
-  const CUdeviceptr workspace = r.shard_in_workspace ? r.op->InputWorkspace(m) : 0;
-  return {.m = m, .a = workspace != 0 ? workspace : r.a.get(), .b = r.w.get(), .c = r.out.get()};
-}
-
-// Three untimed calls of `body` (a run or a replay), every one finished.
-template <class Body>
-absl::Status WarmUp(RankSetup& r, Body body) {
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(body());
-  return ToAbsl(r.op->Synchronize(r.stream.get()));
-}
-
 // A graph holding one run at `m`, instantiated (captured after warm-up runs);
 // nullopt when the op refuses the capture (FailedPrecondition: the copy engine).
-absl::StatusOr<std::optional<cuda::Graph>> CaptureRun(RankSetup& r, int64_t m) {
+absl::StatusOr<std::optional<cuda::Graph>> CaptureRun(OpRank& r, int64_t m) {
   const cuda::DriverApi& api = *r.api;
   CUstream stream = r.stream.get();
   CU_RETURN_IF_ERROR(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  const Status ran = r.op->Run(ArgsAt(r, m), stream);
+  const Status ran = r.op->Run(RunArgsAt(r, m), stream);
   CUgraph captured = nullptr;
   const CUresult ended = api.cuStreamEndCapture(stream, &captured);
   cuda::Graph graph(api, captured);
@@ -182,12 +120,6 @@ absl::StatusOr<std::optional<cuda::Graph>> CaptureRun(RankSetup& r, int64_t m) {
   CU_RETURN_IF_ERROR(ended);
   RETURN_IF_ERROR(graph.Instantiate());
   return std::optional<cuda::Graph>(std::move(graph));
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // Direct runs against graph replays of the same run. Timed in `rounds` alternating blocks of
@@ -201,10 +133,10 @@ struct RunAndReplayMs {
   std::optional<double> graph_ms, graph_over_run;
 };
 
-absl::StatusOr<RunAndReplayMs> TimeRunsAndReplays(RankSetup& r, int64_t m, int reps, int rounds) {
+absl::StatusOr<RunAndReplayMs> TimeRunsAndReplays(OpRank& r, int64_t m, int reps, int rounds) {
   const cuda::DriverApi& api = *r.api;
   CUstream stream = r.stream.get();
-  const RunArgs args = ArgsAt(r, m);
+  const RunArgs args = RunArgsAt(r, m);
   auto run = [&] { return ToAbsl(r.op->Run(args, stream)); };
   RETURN_IF_ERROR(WarmUp(r, run));
   ASSIGN_OR_RETURN(std::optional<cuda::Graph> graph, CaptureRun(r, m));
@@ -241,7 +173,7 @@ absl::StatusOr<RunAndReplayMs> TimeRunsAndReplays(RankSetup& r, int64_t m, int r
 
 absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
   const OpConfig config = OpConfigFor(b);
-  ASSIGN_OR_RETURN(RankSetup r, SetUpRank(b, config, job, rank));
+  ASSIGN_OR_RETURN(OpRank r, SetUpRank(b, config, job, rank));
   const int64_t n = b.n, k = b.k;
   ASSIGN_OR_RETURN(std::unique_ptr<gemm::CublasLib> cublas, gemm::CublasLib::Open(r.stream.get()));
   const plan::DType dtype = plan::DType::kBF16;
@@ -272,7 +204,7 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
     for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(gemm());
     CU_RETURN_IF_ERROR(r.api->cuStreamSynchronize(r.stream.get()));
     ASSIGN_OR_RETURN(double cublas_ms, GpuMs(*r.api, r.stream.get(), b.reps, gemm));
-    const RunArgs args = ArgsAt(r, m);
+    const RunArgs args = RunArgsAt(r, m);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < b.calls; ++i) RETURN_IF_ERROR(ToAbsl(r.op->Run(args, r.stream.get())));
     const auto t1 = std::chrono::steady_clock::now();
@@ -294,149 +226,17 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
   return absl::OkStatus();
 }
 
-// --tune: each path (unfused; fused on the SM backend at 1 and 2 chunks; fused on the copy
-// engine for AllGather) as its own op over the same buckets. Every path's op is created first,
-// and per M each of --rounds rounds times every path for --reps runs, in an order that rotates
-// by round; a path's figure is the median of its rounds. Timed one whole path after the other,
-// the first path ran on a GPU fresh from idle and the last on a warm one: the table picked
-// unfused (timed first) for LLaMA-3.1-70B at M=8192 from 5.653 ms, and the run after it took
-// 5.999 (bench/RESULTS.md, twenty-fifth session). Each rank writes its figures to a file in
-// `dir`; the parent takes each path at its slowest rank (TuneTable).
-std::vector<TuningCandidate> TuneCandidates(const BenchConfig& b) {
-  std::vector<TuningCandidate> candidates = {{.fused = false, .backend = Backend::kSm, .chunks = 1},
-                                             {.fused = true, .backend = Backend::kSm, .chunks = 1},
-                                             {.fused = true, .backend = Backend::kSm, .chunks = 2}};
-  if (b.kind == "ag") {
-    candidates.push_back({.fused = true, .backend = Backend::kCopyEngine, .chunks = 1});
-  }
-  return candidates;
-}
-
-std::string CandidateName(const TuningCandidate& c) {
-  return absl::StrCat(c.fused ? "fused " : "unfused ", BackendName(c.backend), " x", c.chunks);
-}
-
-// The op of path `c` at every bucket of `b`'s Ms.
-OpConfig ConfigForCandidate(const BenchConfig& b, const TuningCandidate& c) {
-  OpConfig config = OpConfigFor(b);
-  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set here
-  for (int64_t m : b.ms) {
-    config.bucket_paths.push_back(
-        {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
-  }
-  return config;
-}
-
-std::string RankTimesPath(const std::string& dir, int rank) {
-  return absl::StrCat(dir, "/rank", rank, ".times");
-}
-
-// One rank's part of --tune: "arch <target>" (rank 0), then "times <candidate> <ms per M>...".
-absl::Status TuneRank(const BenchConfig& b, const std::string& job, int rank,
-                      const std::string& dir) {
-  const std::vector<TuningCandidate> candidates = TuneCandidates(b);
-  std::vector<RankSetup> setups;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    ASSIGN_OR_RETURN(setups.emplace_back(), SetUpRank(b, ConfigForCandidate(b, candidates[i]),
-                                                      absl::StrCat(job, "_", i), rank));
-  }
-  auto timed_runs = [&](RankSetup& r, int64_t m, int reps) {
-    const RunArgs args = ArgsAt(r, m);
-    return GpuMs(*r.api, r.stream.get(), reps,
-                 [&] { return ToAbsl(r.op->Run(args, r.stream.get())); });
-  };
-  std::vector<std::vector<double>> ms(candidates.size());  // [candidate][M]
-  for (int64_t m : b.ms) {
-    for (RankSetup& r : setups) {
-      const RunArgs args = ArgsAt(r, m);
-      RETURN_IF_ERROR(WarmUp(r, [&] { return ToAbsl(r.op->Run(args, r.stream.get())); }));
-    }
-    std::vector<std::vector<double>> rounds(candidates.size());
-    for (int round = 0; round < b.rounds; ++round) {
-      for (size_t j = 0; j < candidates.size(); ++j) {
-        const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
-        ASSIGN_OR_RETURN(rounds[i].emplace_back(), timed_runs(setups[i], m, b.reps));
-      }
-    }
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      RETURN_IF_ERROR(ToAbsl(setups[i].op->Synchronize(setups[i].stream.get())));
-      ms[i].push_back(Median(rounds[i]));
-    }
-  }
-  std::string arch;
-  if (rank == 0) {
-    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-    int major = 0, minor = 0;
-    CU_RETURN_IF_ERROR(
-        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
-    CU_RETURN_IF_ERROR(
-        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
-    arch = cuda::ArchFor(major * 10 + minor);
-  }
-  return ReplaceFileAtomically(RankTimesPath(dir, rank), FormatRankTimes(arch, ms));
-}
-
-// Reads rank `rank`'s file of TuneRank into `times` ([candidate][M]) and, from rank 0's, `arch`.
-absl::Status ReadRankTimes(const std::string& dir, int rank, size_t candidates,
-                           std::vector<std::vector<double>>* times, std::string* arch) {
-  const std::string path = RankTimesPath(dir, rank);
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("rank ", rank, " wrote no times (", path, ")"));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::Status parsed = ParseRankTimes(text.str(), candidates, times, arch);
-  if (parsed.ok()) return parsed;
-  return absl::Status(parsed.code(), absl::StrCat(path, ": ", parsed.message()));
-}
-
-// --tune in the parent: the ranks time every path (TuneRank), then each bucket's fastest at its
-// slowest rank is printed with every path's figure and stored in --cache-dir's op tuning table.
-absl::Status TuneTable(const BenchConfig& b, const std::string& job) {
-  char dir_template[] = "/tmp/ops_bench_tune.XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
-  }
-  const std::string dir = dir_template;
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } remove_dir{dir};
-  std::vector<absl::Status> results = workloads::RunRanks(
-      b.world, absl::Minutes(9), [&](int rank) { return TuneRank(b, job, rank, dir); });
-  for (int r = 0; r < b.world; ++r) {
-    if (!results[r].ok())
-      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
-  }
-  const std::vector<TuningCandidate> candidates = TuneCandidates(b);
-  std::vector<std::vector<std::vector<double>>> ms_by_rank(b.world);
-  std::string arch;
-  for (int r = 0; r < b.world; ++r) {
-    RETURN_IF_ERROR(ReadRankTimes(dir, r, candidates.size(), &ms_by_rank[r], &arch));
-  }
-  if (arch.empty()) return absl::DataLossError("rank 0 wrote no arch");
-  ASSIGN_OR_RETURN(const std::vector<MeasuredBucket> best,
-                   FastestPerBucket(b.ms, candidates, ms_by_rank));
-  const std::vector<std::vector<double>> slowest = SlowestRankMs(ms_by_rank);
-  std::printf("ms per run, each path at its slowest rank, the median of %d rounds of %d runs\n",
-              b.rounds, b.reps);
-  std::printf("%-6s %-26s %10s %12s", "M", "fastest", "ms", "unfused ms");
-  for (const TuningCandidate& c : candidates) std::printf(" %14s", CandidateName(c).c_str());
-  std::printf("\n");
-  for (size_t j = 0; j < best.size(); ++j) {
-    const MeasuredBucket& w = best[j];
-    std::printf("%-6lld %-26s %10.3f %12.3f", static_cast<long long>(w.bucket_m),
-                CandidateName({.fused = w.fused, .backend = w.backend, .chunks = w.chunks}).c_str(),
-                w.ms, w.unfused_ms);
-    for (const std::vector<double>& path_ms : slowest) std::printf(" %14.3f", path_ms[j]);
-    std::printf("\n");
-  }
-  const OpTuningKey key = OpTuningKeyFor(OpConfigFor(b), b.world, arch);
-  RETURN_IF_ERROR(StoreOpTuning(b.cache_dir, key, best));
-  std::printf("stored %s\n", OpTuningPath(b.cache_dir, key).c_str());
-  std::fflush(stdout);
+// --tune: the op tuner (ops/tuner/op_tuner.h) over --m, each M its own bucket.
+absl::Status Tune(const BenchConfig& b, const std::string& job) {
+  OpTuneOptions o;
+  o.config = OpConfigFor(b);
+  o.world = b.world;
+  o.ms = b.ms;
+  o.reps = b.reps;
+  o.rounds = b.rounds;
+  o.job = job;
+  ASSIGN_OR_RETURN(const OpTuneResult result, TuneOp(o));
+  PrintTuneTable(o, result, stdout);
   return absl::OkStatus();
 }
 
@@ -478,7 +278,7 @@ absl::Status FillCache(const BenchConfig& b) {
   std::vector<OpConfig> configs = {config};
   if (b.tune) {
     configs.clear();
-    for (const TuningCandidate& c : TuneCandidates(b)) {
+    for (const TuningCandidate& c : TuneCandidates(config.kind)) {
       OpConfig forced = config;
       forced.path = PathPreference::kAuto;
       for (int64_t m : *buckets) {
@@ -562,7 +362,7 @@ absl::Status Main(int argc, char** argv) {
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
   const std::string job = workloads::UniqueGroupId("ops_bench");
-  if (b.tune) return TuneTable(b, job);
+  if (b.tune) return Tune(b, job);
   std::vector<absl::Status> results = workloads::RunRanks(
       b.world, absl::Minutes(9), [&](int rank) { return RunRank(b, job, rank); });
   for (int r = 0; r < b.world; ++r) {

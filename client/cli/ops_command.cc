@@ -1,16 +1,22 @@
 // `syncopate ops path`: what an op (syncopate/ops.h) would do at each of its M buckets, without a
 // GPU: fused or unfused, the backend, chunks, tile parts, the chunk plan and why; with
-// --cache-dir, after the op's tuning file there (`ops_bench --tune`), as Op::Create reads it.
-// For deciding an engine's buckets before a deployment, and for seeing why a run fell back.
+// --cache-dir, after the op's tuning file there, as Op::Create reads it. For deciding an
+// engine's buckets before a deployment, and for seeing why a run fell back.
+// `syncopate ops tune`: measures every path at each bucket on this node's GPUs and writes that
+// tuning file (ops/tuner/op_tuner.h), which the engine's ops then read from the same cache_dir.
 //
 //   syncopate ops path --kind ag|rs|ar --world W --max-m M --n N --k K [--m M]
 //                      [--buckets 512,2048] [--dtype bf16|fp16] [--backend auto|ce|sm]
 //                      [--path auto|fused|unfused] [--chunks C] [--tile-parts=false]
 //                      [--cache-dir D --arch sm_90a]
+//   syncopate ops tune --kind ag|rs|ar --world W --max-m M --n N --k K --cache-dir D
+//                      [--buckets 512,2048] [--dtype bf16|fp16] [--tile-parts=false]
+//                      [--gpus G] [--reps R] [--rounds N]
 //
-// One line per bucket (or the one run at --m). Exit 0: printed; 1: the tuning file is
-// unreadable or malformed (named with its line); 2: bad flags or a config the ops refuse, naming
-// the field.
+// path: one line per bucket (or the one run at --m). tune: the table of each bucket's fastest
+// path and every path's time, then the file written. Exit 0: done; 1: the tuning file is
+// unreadable or malformed (named with its line), or no GPU, or a rank failed; 2: bad flags or a
+// config the ops refuse, naming the field.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -18,10 +24,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/cli/command.h"
 #include "client/cli/flag_parser.h"
 #include "ops/core/op_names.h"
 #include "ops/core/op_tuning.h"
+#include "ops/tuner/op_tuner.h"
+#include "runtime/cuda/workloads/multiprocess.h"
 #include "syncopate/ops.h"
 
 namespace syncopate::cli {
@@ -41,11 +50,12 @@ struct Options {
   bool tile_parts = true;
   std::string cache_dir;
   std::string arch = "sm_90a";
+  int gpus = 1, reps = 20, rounds = 5;  // tune
   bool help = false;
 };
 
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "syncopate ops path: %s\n", message.c_str());
+int Fail(int code, const std::string& message, const char* verb = "path") {
+  std::fprintf(stderr, "syncopate ops %s: %s\n", verb, message.c_str());
   return code;
 }
 
@@ -79,6 +89,20 @@ std::string ConfigFromFlags(const Options& o, OpConfig& c) {
   return "";
 }
 
+// The flags both verbs read: the op's shape and options.
+void AddOpFlags(FlagParser& flags, Options& o) {
+  flags.AddString("kind", &o.kind, "ag, rs or ar (required)");
+  flags.AddInt("world", &o.world, "ranks in the group (required)");
+  flags.AddInt64("max-m", &o.max_m, "the op's max_m, a multiple of the world size (required)");
+  flags.AddInt64("n", &o.n, "C's columns per rank (required)");
+  flags.AddInt64("k", &o.k, "the reduction dimension per rank (required)");
+  flags.AddString("buckets", &o.buckets,
+                  "M buckets, comma-separated (default: max_m and quarters)");
+  flags.AddString("dtype", &o.dtype, "bf16 or fp16");
+  flags.AddBool("tile-parts", &o.tile_parts,
+                "a fused ReduceScatter moves tile parts (--tile-parts=false: whole chunks)");
+}
+
 void PrintRow(const ops::PathChoice& p) {
   std::printf("%-8lld %-8lld %-8s %-7s %-6d %-10s %-22s %s\n", static_cast<long long>(p.m),
               static_cast<long long>(p.bucket_m), p.fused ? "fused" : "unfused",
@@ -89,20 +113,11 @@ void PrintRow(const ops::PathChoice& p) {
 int RunPath(const std::vector<std::string>& args) {
   Options o;
   FlagParser flags("syncopate ops path");
-  flags.AddString("kind", &o.kind, "ag, rs or ar (required)");
-  flags.AddInt("world", &o.world, "ranks in the group (required)");
-  flags.AddInt64("max-m", &o.max_m, "the op's max_m, a multiple of the world size (required)");
-  flags.AddInt64("n", &o.n, "C's columns per rank (required)");
-  flags.AddInt64("k", &o.k, "the reduction dimension per rank (required)");
+  AddOpFlags(flags, o);
   flags.AddInt64("m", &o.m, "one run's M: print only its path (default: every bucket's)");
-  flags.AddString("buckets", &o.buckets,
-                  "M buckets, comma-separated (default: max_m and quarters)");
-  flags.AddString("dtype", &o.dtype, "bf16 or fp16");
   flags.AddString("backend", &o.backend, "auto, ce or sm");
   flags.AddString("path", &o.path, "auto, fused or unfused");
   flags.AddInt("chunks", &o.chunks, "chunks per shard, 1..8 (0: the heuristic's)");
-  flags.AddBool("tile-parts", &o.tile_parts,
-                "a fused ReduceScatter moves tile parts (--tile-parts=false: whole chunks)");
   flags.AddString("cache-dir", &o.cache_dir,
                   "the op's cache_dir: its tuning file's measured paths apply, as in Create");
   flags.AddString("arch", &o.arch, "the GPU the tuning file was measured on (with --cache-dir)");
@@ -116,7 +131,8 @@ int RunPath(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (positional.size() != 1 || positional[0] != "path") {
-    return Fail(kExitUsage, "usage: syncopate ops path --kind ... (see --help)");
+    return Fail(kExitUsage,
+                "usage: syncopate ops path|tune --kind ... (see syncopate ops path|tune --help)");
   }
   for (const char* name : {"kind", "world", "max-m", "n", "k"}) {
     if (!flags.WasSet(name)) return Fail(kExitUsage, absl::StrCat("--", name, " is required"));
@@ -168,9 +184,78 @@ int RunPath(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int RunTune(const std::vector<std::string>& args) {
+  Options o;
+  FlagParser flags("syncopate ops tune");
+  AddOpFlags(flags, o);
+  flags.AddString("cache-dir", &o.cache_dir,
+                  "the engine's OpConfig::cache_dir: the table is written to its tuning/ "
+                  "(required)");
+  flags.AddInt("gpus", &o.gpus, "GPUs of this node the ranks use: rank r on GPU r % gpus");
+  flags.AddInt("reps", &o.reps, "runs per path and round");
+  flags.AddInt("rounds", &o.rounds, "rounds per bucket, each timing every path (medians)");
+  flags.AddBool("help", &o.help, "print this help");
+  std::vector<std::string> positional;
+  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()), "tune");
+  }
+  if (o.help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (positional.size() != 1) {
+    return Fail(kExitUsage, "usage: syncopate ops tune --kind ... (see --help)", "tune");
+  }
+  for (const char* name : {"kind", "world", "max-m", "n", "k", "cache-dir"}) {
+    if (!flags.WasSet(name)) {
+      return Fail(kExitUsage, absl::StrCat("--", name, " is required"), "tune");
+    }
+  }
+  ops::OpTuneOptions tune;
+  if (std::string bad = ConfigFromFlags(o, tune.config); !bad.empty()) {
+    return Fail(kExitUsage, bad, "tune");
+  }
+  tune.world = o.world;
+  tune.gpus = o.gpus;
+  tune.reps = o.reps;
+  tune.rounds = o.rounds;
+  tune.job = workloads::UniqueGroupId("ops_tune");
+  ops::GroupConfig group;
+  group.job = "cli";
+  group.world = o.world;
+  if (syncopate::Status s = ops::CheckConfig(group, tune.config); !s.ok()) {
+    return Fail(kExitUsage, s.message(), "tune");
+  }
+  syncopate::Result<std::vector<int64_t>> buckets = ops::BucketsFor(tune.config, o.world);
+  if (!buckets.ok()) return Fail(kExitUsage, buckets.status().message(), "tune");
+  tune.ms = *buckets;
+  if (absl::Status s = ops::CheckTuneOptions(tune); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()), "tune");
+  }
+  // In a child: this process forks the ranks, which must initialise CUDA themselves.
+  std::string why;
+  if (!workloads::ProbeGpu(&why)) return Fail(kExitFailed, "needs a GPU: " + why, "tune");
+  std::printf("%s, world %d, max_m %lld, n %lld, k %lld, %s; buckets %s\n",
+              ops::OpKindName(tune.config.kind), o.world, static_cast<long long>(tune.config.max_m),
+              static_cast<long long>(tune.config.n), static_cast<long long>(tune.config.k),
+              o.dtype.c_str(), absl::StrJoin(tune.ms, ",").c_str());
+  std::fflush(stdout);
+  absl::StatusOr<ops::OpTuneResult> result = ops::TuneOp(tune);
+  if (!result.ok()) return Fail(kExitFailed, std::string(result.status().message()), "tune");
+  ops::PrintTuneTable(tune, *result, stdout);
+  return kExitOk;
+}
+
+int RunOps(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "tune") return RunTune(args);
+  return RunPath(args);
+}
+
 const SubcommandRegistration kRegistration(
-    "ops", "ops path: each M bucket's path (fused or not, backend, plan, why), no GPU needed",
-    RunPath);
+    "ops",
+    "ops path: each M bucket's path (fused or not, backend, plan, why), no GPU needed; "
+    "ops tune: measure them on this node's GPUs for the ops' cache_dir",
+    RunOps);
 
 }  // namespace
 }  // namespace syncopate::cli

@@ -50,6 +50,12 @@ for file in "$libdir/libsyncopate.so" "$libdir/libsyncopate.so.0" \
             "$prefix/include/syncopate/status.h"; do
   [[ -e $file ]] || fail "the install lacks $file"
 done
+# The CLI an engine's deployment uses beside the library (`ops path`, `ops tune`), run from the
+# prefix: the ops' paths need no GPU.
+[[ -x $prefix/bin/syncopate ]] || fail "the install lacks $prefix/bin/syncopate"
+run "$work/cli.log" "the installed syncopate ops path" \
+  "$prefix/bin/syncopate" ops path --kind ar --world 2 --max-m 8192 --n 4096 --k 7168
+grep -qE '^8192 +8192 +fused ' "$work/cli.log" || fail "the installed ops path printed no fused 8192 row"
 # The installed library must not point back into the build tree.
 if command -v readelf >/dev/null; then
   if readelf -d "$libdir/libsyncopate.so.0" | grep -E 'RPATH|RUNPATH' | grep -qF "$build"; then
