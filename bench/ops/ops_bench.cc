@@ -226,18 +226,17 @@ absl::Status RunRank(const BenchConfig& b, const std::string& job, int rank) {
   return absl::OkStatus();
 }
 
-// --tune: the op tuner (ops/tuner/op_tuner.h) over --m, each M its own bucket.
-absl::Status Tune(const BenchConfig& b, const std::string& job) {
+// --tune: the op tuner (ops/tuner/op_tuner.h) over --m, each M its own bucket; --backend keeps
+// the paths to that backend.
+OpTuneOptions TuneOptionsFor(const BenchConfig& b) {
   OpTuneOptions o;
   o.config = OpConfigFor(b);
   o.world = b.world;
+  o.gpus = 1;  // the ranks share GPU 0, as every ops_bench run does
   o.ms = b.ms;
   o.reps = b.reps;
   o.rounds = b.rounds;
-  o.job = job;
-  ASSIGN_OR_RETURN(const OpTuneResult result, TuneOp(o));
-  PrintTuneTable(o, result, stdout);
-  return absl::OkStatus();
+  return o;
 }
 
 // --fill-cache: the kernels Op::Create builds for every bucket (PlanBucket; the runtime's build
@@ -278,14 +277,11 @@ absl::Status FillCache(const BenchConfig& b) {
   std::vector<OpConfig> configs = {config};
   if (b.tune) {
     configs.clear();
-    for (const TuningCandidate& c : TuneCandidates(config.kind)) {
-      OpConfig forced = config;
-      forced.path = PathPreference::kAuto;
-      for (int64_t m : *buckets) {
-        forced.bucket_paths.push_back(
-            {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
-      }
-      configs.push_back(std::move(forced));
+    // The ops the tuner makes, so that it compiles nothing on the GPU either.
+    OpTuneOptions tune = TuneOptionsFor(b);
+    tune.config.cache_dir = b.fill_cache_dir;
+    for (const TuningCandidate& c : TuneCandidates(config.kind, config.backend)) {
+      configs.push_back(ConfigForCandidate(tune, c));
     }
   }
   for (const OpConfig& each : configs) {
@@ -358,11 +354,23 @@ absl::Status Main(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--tune measures each bucket at its own M: give the buckets as --m, without --buckets");
   }
+  if (b.tune && (b.shard_in_workspace || b.path != "auto" || b.chunks != 0)) {
+    return absl::InvalidArgumentError(
+        "--tune times every path itself: --shard-in-workspace, --path and --chunks do not apply");
+  }
+  const OpTuneOptions tune = TuneOptionsFor(b);
+  if (b.tune && b.fill_cache_dir.empty()) RETURN_IF_ERROR(CheckTuneOptions(tune));
   if (!b.fill_cache_dir.empty()) return FillCache(b);
   std::string why;
   if (!workloads::ProbeGpu(&why)) return absl::FailedPreconditionError("no GPU: " + why);
   const std::string job = workloads::UniqueGroupId("ops_bench");
-  if (b.tune) return Tune(b, job);
+  if (b.tune) {
+    OpTuneOptions o = tune;
+    o.job = job;
+    ASSIGN_OR_RETURN(const OpTuneResult result, TuneOp(o));
+    PrintTuneTable(o, result, stdout);
+    return absl::OkStatus();
+  }
   std::vector<absl::Status> results = workloads::RunRanks(
       b.world, absl::Minutes(9), [&](int rank) { return RunRank(b, job, rank); });
   for (int r = 0; r < b.world; ++r) {

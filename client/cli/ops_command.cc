@@ -50,7 +50,7 @@ struct Options {
   bool tile_parts = true;
   std::string cache_dir;
   std::string arch = "sm_90a";
-  int gpus = 1, reps = 20, rounds = 5;  // tune
+  int gpus = 0, reps = 20, rounds = 5;  // tune
   bool help = false;
 };
 
@@ -191,7 +191,11 @@ int RunTune(const std::vector<std::string>& args) {
   flags.AddString("cache-dir", &o.cache_dir,
                   "the engine's OpConfig::cache_dir: the table is written to its tuning/ "
                   "(required)");
-  flags.AddInt("gpus", &o.gpus, "GPUs of this node the ranks use: rank r on GPU r % gpus");
+  flags.AddString("backend", &o.backend,
+                  "auto, ce or sm: time only the paths on this backend (as the engine's ops ask)");
+  flags.AddInt("gpus", &o.gpus,
+               "rank r runs on GPU r % gpus (0: every GPU the ranks see; 1: all on GPU 0, "
+               "for ranks as MPS clients of one GPU)");
   flags.AddInt("reps", &o.reps, "runs per path and round");
   flags.AddInt("rounds", &o.rounds, "rounds per bucket, each timing every path (medians)");
   flags.AddBool("help", &o.help, "print this help");

@@ -1,8 +1,9 @@
 // Measured per-bucket paths of an op, persisted next to the kernel cache's GEMM tuning table:
 // <cache dir>/tuning/op.<kind>.<arch>.<dtype>.w<world>.<n>x<k>[.parts][.<plan>].tune, written by
-// `ops_bench --tune` and read by Op::Create (when OpConfig::path is kAuto), which turns each
-// entry into an OpConfig::bucket_paths entry for the buckets the caller did not set. Every rank
-// of a node reads the same file, so the ranks agree. No CUDA.
+// the op tuner (ops/tuner/op_tuner.h: `syncopate ops tune`, `ops_bench --tune`) and read by
+// Op::Create (when OpConfig::path is kAuto), which turns each entry into an
+// OpConfig::bucket_paths entry for the buckets the caller did not set. Every rank of a node reads
+// the same file, so the ranks agree. No CUDA.
 //
 // File format, one line per measured bucket ('#' comments allowed):
 //   format 1
@@ -51,7 +52,7 @@ struct MeasuredBucket {
   friend bool operator==(const MeasuredBucket&, const MeasuredBucket&) = default;
 };
 
-// One path `ops_bench --tune` times: fused or not, backend, chunks per shard.
+// One path the op tuner times: fused or not, backend, chunks per shard.
 struct TuningCandidate {
   bool fused = false;
   Backend backend = Backend::kSm;
@@ -72,7 +73,7 @@ absl::StatusOr<std::vector<MeasuredBucket>> FastestPerBucket(
 std::vector<std::vector<double>> SlowestRankMs(
     const std::vector<std::vector<std::vector<double>>>& ms_by_rank);
 
-// One rank's figures as `ops_bench --tune`'s ranks hand them to the process that chooses:
+// One rank's figures as the op tuner's ranks hand them to the process that chooses:
 // "arch <target>" when `arch` is not empty, then "times <candidate> <ms per bucket>..." per
 // candidate (ms[candidate][bucket index]).
 std::string FormatRankTimes(const std::string& arch, const std::vector<std::vector<double>>& ms);

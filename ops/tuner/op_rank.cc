@@ -15,7 +15,7 @@ absl::StatusOr<OpRank> SetUpOpRank(const GroupConfig& group, const OpConfig& con
   RETURN_IF_ERROR(ToAbsl(created.status()));
   r.op = std::move(*created);
   ASSIGN_OR_RETURN(r.api, cuda::Driver());
-  constexpr int64_t kBytes = 2;  // bf16
+  constexpr int64_t kBytes = 2;  // bf16 or fp16
   ASSIGN_OR_RETURN(r.a, cuda::DeviceBuffer::Allocate(*r.api, config.max_m * config.k * kBytes));
   ASSIGN_OR_RETURN(r.w, cuda::DeviceBuffer::Allocate(*r.api, config.n * config.k * kBytes));
   ASSIGN_OR_RETURN(r.out, cuda::DeviceBuffer::Allocate(*r.api, config.max_m * config.n * kBytes));
@@ -25,10 +25,10 @@ absl::StatusOr<OpRank> SetUpOpRank(const GroupConfig& group, const OpConfig& con
   ASSIGN_OR_RETURN(cuda::Context context, cuda::Context::Retain(group.device));
   ASSIGN_OR_RETURN(workloads::TestKernels fill, workloads::TestKernels::Load(context));
   const int rank = group.rank;
-  RETURN_IF_ERROR(fill.Fill(r.a.get(), config.max_m * config.k, plan::DType::kBF16, 2 * rank + 1,
-                            r.stream.get()));
+  const plan::DType dtype = config.dtype == DType::kFP16 ? plan::DType::kF16 : plan::DType::kBF16;
   RETURN_IF_ERROR(
-      fill.Fill(r.w.get(), config.n * config.k, plan::DType::kBF16, 2 * rank + 2, r.stream.get()));
+      fill.Fill(r.a.get(), config.max_m * config.k, dtype, 2 * rank + 1, r.stream.get()));
+  RETURN_IF_ERROR(fill.Fill(r.w.get(), config.n * config.k, dtype, 2 * rank + 2, r.stream.get()));
   RETURN_IF_ERROR(r.stream.Synchronize());
   return r;
 }

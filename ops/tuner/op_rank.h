@@ -3,7 +3,7 @@
 // Random inputs, not zeros: a GEMM on zeros draws less power and clocks higher (cuBLAS took
 // 1.06-1.17 ms on zeros against 1.22-1.40 ms from torch on random data, same GEMM and setup), so
 // figures on zeros flatter the ops.
-// Thread-compatible; one OpRank per rank process.
+// Thread-compatible; a rank process may hold several (the tuner holds one per path).
 #pragma once
 
 #include <cstdint>

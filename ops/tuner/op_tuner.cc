@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,21 +21,6 @@
 namespace syncopate::ops {
 namespace {
 
-// The op of path `c` at every M of `o`.
-OpConfig ConfigForCandidate(const OpTuneOptions& o, const TuningCandidate& c) {
-  OpConfig config = o.config;
-  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set here
-  config.backend = Backend::kAuto;
-  config.chunks = 0;
-  config.m_buckets = o.ms;
-  config.bucket_paths.clear();
-  for (int64_t m : o.ms) {
-    config.bucket_paths.push_back(
-        {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
-  }
-  return config;
-}
-
 std::string RankTimesPath(const std::string& dir, int rank) {
   return absl::StrCat(dir, "/rank", rank, ".times");
 }
@@ -43,8 +29,14 @@ std::string RankTimesPath(const std::string& dir, int rank) {
 // GPU's arch) into its file in `dir` (FormatRankTimes).
 absl::Status TuneRank(const OpTuneOptions& o, const std::string& job, int rank,
                       const std::string& dir) {
-  const std::vector<TuningCandidate> candidates = TuneCandidates(o.config.kind);
-  const GroupConfig base{.job = "", .rank = rank, .world = o.world, .device = rank % o.gpus};
+  const std::vector<TuningCandidate> candidates = TuneCandidates(o.config.kind, o.config.backend);
+  int gpus = o.gpus;
+  if (gpus == 0) {
+    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
+    CU_RETURN_IF_ERROR(api->cuDeviceGetCount(&gpus));
+    if (gpus < 1) return absl::UnavailableError("no GPU is visible");
+  }
+  const GroupConfig base{.job = "", .rank = rank, .world = o.world, .device = rank % gpus};
   std::vector<OpRank> ops;
   for (size_t i = 0; i < candidates.size(); ++i) {
     GroupConfig group = base;
@@ -104,11 +96,13 @@ absl::Status ReadRankTimes(const std::string& dir, int rank, size_t candidates,
 class ScratchDir {
  public:
   static absl::StatusOr<ScratchDir> Create() {
-    char name[] = "/tmp/syncopate_op_tune.XXXXXX";
-    if (::mkdtemp(name) == nullptr) {
-      return absl::UnavailableError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/syncopate_op_tune.XXXXXX");
+    if (::mkdtemp(name.data()) == nullptr) {
+      return absl::UnavailableError(absl::StrCat("mkdtemp ", name, ": ", std::strerror(errno)));
     }
-    return ScratchDir(name);
+    return ScratchDir(std::move(name));
   }
   ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, "")) {}
   ScratchDir& operator=(ScratchDir&&) = delete;
@@ -126,14 +120,31 @@ class ScratchDir {
 
 }  // namespace
 
-std::vector<TuningCandidate> TuneCandidates(OpKind kind) {
-  std::vector<TuningCandidate> candidates = {{.fused = false, .backend = Backend::kSm, .chunks = 1},
-                                             {.fused = true, .backend = Backend::kSm, .chunks = 1},
-                                             {.fused = true, .backend = Backend::kSm, .chunks = 2}};
-  if (kind == OpKind::kAllGatherMatmul) {
+std::vector<TuningCandidate> TuneCandidates(OpKind kind, Backend backend) {
+  std::vector<TuningCandidate> candidates = {
+      {.fused = false, .backend = Backend::kSm, .chunks = 1}};
+  if (backend != Backend::kCopyEngine) {
+    candidates.push_back({.fused = true, .backend = Backend::kSm, .chunks = 1});
+    candidates.push_back({.fused = true, .backend = Backend::kSm, .chunks = 2});
+  }
+  if (kind == OpKind::kAllGatherMatmul && backend != Backend::kSm) {
     candidates.push_back({.fused = true, .backend = Backend::kCopyEngine, .chunks = 1});
   }
   return candidates;
+}
+
+OpConfig ConfigForCandidate(const OpTuneOptions& o, const TuningCandidate& c) {
+  OpConfig config = o.config;
+  config.path = PathPreference::kAuto;  // the table is read only then; each bucket is set here
+  config.backend = Backend::kAuto;
+  config.chunks = 0;
+  config.m_buckets = o.ms;
+  config.bucket_paths.clear();
+  for (int64_t m : o.ms) {
+    config.bucket_paths.push_back(
+        {.bucket_m = m, .fused = c.fused, .backend = c.backend, .chunks = c.chunks});
+  }
+  return config;
 }
 
 std::string CandidateName(const TuningCandidate& c) {
@@ -145,17 +156,23 @@ absl::Status CheckTuneOptions(const OpTuneOptions& o) {
     return absl::InvalidArgumentError("cache_dir is empty: the table is stored there");
   }
   if (o.ms.empty()) return absl::InvalidArgumentError("no M to time");
-  if (o.gpus < 1 || o.gpus > o.world) {
+  if (o.gpus < 0 || o.gpus > o.world) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gpus ", o.gpus, " is not in 1..world (", o.world, ")"));
+        absl::StrCat("gpus ", o.gpus, " is not in 0..world (", o.world, "; 0: every GPU seen)"));
+  }
+  if (o.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the timeout must be positive");
   }
   if (o.reps < 1 || o.rounds < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("reps ", o.reps, " and rounds ", o.rounds, " must be at least 1"));
   }
-  for (const TuningCandidate& c : TuneCandidates(o.config.kind)) {
-    const OpConfig config = ConfigForCandidate(o, c);
-    const Status checked = CheckConfig({.job = o.job, .world = o.world}, config);
+  const std::vector<TuningCandidate> candidates = TuneCandidates(o.config.kind, o.config.backend);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const TuningCandidate& c = candidates[i];
+    // Each path's op joins a group of its own, named as TuneRank names it.
+    const Status checked = CheckConfig({.job = absl::StrCat(o.job, "_", i), .world = o.world},
+                                       ConfigForCandidate(o, c));
     if (!checked.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(CandidateName(c), ": ", checked.message()));
     }
@@ -168,13 +185,19 @@ absl::StatusOr<OpTuneResult> TuneOp(const OpTuneOptions& o) {
   ASSIGN_OR_RETURN(ScratchDir dir, ScratchDir::Create());
   std::vector<absl::Status> results = workloads::RunRanks(
       o.world, o.timeout, [&](int rank) { return TuneRank(o, o.job, rank, dir.path()); });
+  // Every failed rank: the one that failed first often left its peers only a timeout.
+  std::string failed;
+  absl::StatusCode code = absl::StatusCode::kOk;
   for (int r = 0; r < o.world; ++r) {
-    if (!results[r].ok()) {
-      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+    if (results[r].ok()) continue;
+    absl::StrAppend(&failed, failed.empty() ? "" : "; ", "rank ", r, ": ", results[r].message());
+    if (code == absl::StatusCode::kOk || code == absl::StatusCode::kDeadlineExceeded) {
+      code = results[r].code();
     }
   }
+  if (!failed.empty()) return absl::Status(code, failed);
   OpTuneResult result;
-  result.candidates = TuneCandidates(o.config.kind);
+  result.candidates = TuneCandidates(o.config.kind, o.config.backend);
   std::vector<std::vector<std::vector<double>>> ms_by_rank(o.world);
   std::string arch;
   for (int r = 0; r < o.world; ++r) {

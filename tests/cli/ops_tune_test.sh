@@ -27,12 +27,13 @@ run 2 "--kind is required" --world 2 --max-m 256 --n 256 --k 256 --cache-dir "$d
 run 2 "--kind: ag, rs or ar" --kind xx --world 2 --max-m 256 --n 256 --k 256 --cache-dir "$dir/c"
 run 2 "max_m 255 must be a positive multiple of the world size 2" \
   --kind ar --world 2 --max-m 255 --n 256 --k 256 --cache-dir "$dir/c"
-run 2 "gpus 3 is not in 1..world (2)" "${op[@]}" --cache-dir "$dir/c" --gpus 3
+run 2 "gpus 3 is not in 0..world (2" "${op[@]}" --cache-dir "$dir/c" --gpus 3
 run 2 "rounds 0 must be at least 1" "${op[@]}" --cache-dir "$dir/c" --rounds 0
 run 2 "unknown flag --bogus" "${op[@]}" --cache-dir "$dir/c" --bogus 1
 [[ ! -e $dir/c ]] || fail "a refused tune wrote $dir/c"
 
-if "$syncopate" ops tune "${op[@]}" --cache-dir "$dir/c" --reps 2 --rounds 2 >"$dir/out.txt" 2>&1
+if "$syncopate" ops tune "${op[@]}" --cache-dir "$dir/c" --gpus 1 --reps 2 --rounds 2 \
+  >"$dir/out.txt" 2>&1
 then
   grep -qE '^128 +(fused|unfused) sm x[12] ' "$dir/out.txt" || fail "no row for bucket 128"
   grep -qE '^256 +(fused|unfused) sm x[12] ' "$dir/out.txt" || fail "no row for bucket 256"
@@ -42,7 +43,8 @@ then
   "$syncopate" ops path "${op[@]}" --cache-dir "$dir/c" --arch "$arch" >"$dir/out.txt" 2>&1 ||
     fail "ops path after the tune"
   grep -qF "tuning: $table (2 measured buckets)" "$dir/out.txt" || fail "ops path ignored it"
-  grep -qF "measured " "$dir/out.txt" || fail "no bucket took the measured path"
+  grep -qE "measured [0-9.e+-]+ ms against unfused [0-9.e+-]+ ms \(" "$dir/out.txt" ||
+    fail "no bucket took the measured path"
 else
   grep -qF "needs a GPU: " "$dir/out.txt" || fail "failed without saying it needs a GPU"
   [[ ! -d $dir/c/tuning ]] || fail "a failed tune wrote a table"
