@@ -12,7 +12,8 @@ ar_first_run_ab.sh's check.log). Rows, per (op, M):
   syncopate-py    the op from Python: the median of single timed runs, max over ranks;
   torch-async-tp  torch.ops.symm_mem's fused op (for ar: matmul + one_shot_all_reduce).
 A Python row is "pass" only when the log says "output ok"; a missing or failed time is "error"
-with no time. (n, k) are per rank, as in the rest of the file: Python's `create` line gives them.
+with no time. The backend is the one ops_bench was asked for (its header line), which is the one
+it ran only when named: ops_vs_torch.sh always passes --backend sm. (n, k) are per rank, as in the rest of the file: Python's `create` line gives them.
 """
 import argparse
 import csv
