@@ -11,7 +11,8 @@
 //                      [--cache-dir D --arch sm_90a]
 //   syncopate ops tune --kind ag|rs|ar --world W --max-m M --n N --k K --cache-dir D
 //                      [--buckets 512,2048] [--dtype bf16|fp16] [--tile-parts=false]
-//                      [--gpus G] [--reps R] [--rounds N]
+//                      [--backend auto|ce|sm] [--gpus G (0: every GPU seen)] [--reps R]
+//                      [--rounds N]
 //
 // path: one line per bucket (or the one run at --m). tune: the table of each bucket's fastest
 // path and every path's time, then the file written. Exit 0: done; 1: the tuning file is

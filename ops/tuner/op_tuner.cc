@@ -92,7 +92,7 @@ absl::Status ReadRankTimes(const std::string& dir, int rank, size_t candidates,
   return absl::Status(parsed.code(), absl::StrCat(path, ": ", parsed.message()));
 }
 
-// A folder under /tmp for the ranks' files, removed with the object.
+// A folder under $TMPDIR (or /tmp) for the ranks' files, removed with the object.
 class ScratchDir {
  public:
   static absl::StatusOr<ScratchDir> Create() {
