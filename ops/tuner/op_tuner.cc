@@ -167,6 +167,10 @@ absl::Status CheckTuneOptions(const OpTuneOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("reps ", o.reps, " and rounds ", o.rounds, " must be at least 1"));
   }
+  // The op as the engine asks for it (a backend that cannot serve the op, say), then each path.
+  if (const Status engine = CheckConfig({.job = o.job, .world = o.world}, o.config); !engine.ok()) {
+    return absl::InvalidArgumentError(engine.message());
+  }
   const std::vector<TuningCandidate> candidates = TuneCandidates(o.config.kind, o.config.backend);
   for (size_t i = 0; i < candidates.size(); ++i) {
     const TuningCandidate& c = candidates[i];
