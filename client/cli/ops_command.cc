@@ -19,6 +19,7 @@
 // unreadable or malformed (named with its line), or no GPU, or a rank failed; 2: bad flags or a
 // config the ops refuse, naming the field.
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -104,6 +105,41 @@ void AddOpFlags(FlagParser& flags, Options& o) {
                 "a fused ReduceScatter moves tile parts (--tile-parts=false: whole chunks)");
 }
 
+// The steps both verbs take after adding their flags: parse `args`, print the help, check the
+// positional verb and the required flags, then read the op's config from the flags and check it
+// as Create would. Returns the exit code to end with, or nullopt with `config` filled.
+std::optional<int> ParseOpConfig(FlagParser& flags, const Options& o,
+                                 const std::vector<std::string>& args, const char* verb,
+                                 const std::string& usage,
+                                 std::initializer_list<const char*> also_required,
+                                 OpConfig& config) {
+  std::vector<std::string> positional;
+  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()), verb);
+  }
+  if (o.help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (positional.size() != 1 || positional[0] != verb) return Fail(kExitUsage, usage, verb);
+  std::vector<const char*> required = {"kind", "world", "max-m", "n", "k"};
+  required.insert(required.end(), also_required);
+  for (const char* name : required) {
+    if (!flags.WasSet(name))
+      return Fail(kExitUsage, absl::StrCat("--", name, " is required"), verb);
+  }
+  if (std::string bad = ConfigFromFlags(o, config); !bad.empty()) {
+    return Fail(kExitUsage, bad, verb);
+  }
+  ops::GroupConfig group;
+  group.job = "cli";
+  group.world = o.world;
+  if (syncopate::Status s = ops::CheckConfig(group, config); !s.ok()) {
+    return Fail(kExitUsage, s.message(), verb);
+  }
+  return std::nullopt;
+}
+
 void PrintRow(const ops::PathChoice& p) {
   std::printf("%-8lld %-8lld %-8s %-7s %-6d %-10s %-22s %s\n", static_cast<long long>(p.m),
               static_cast<long long>(p.bucket_m), p.fused ? "fused" : "unfused",
@@ -123,28 +159,12 @@ int RunPath(const std::vector<std::string>& args) {
                   "the op's cache_dir: its tuning file's measured paths apply, as in Create");
   flags.AddString("arch", &o.arch, "the GPU the tuning file was measured on (with --cache-dir)");
   flags.AddBool("help", &o.help, "print this help");
-  std::vector<std::string> positional;
-  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()));
-  }
-  if (o.help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (positional.size() != 1 || positional[0] != "path") {
-    return Fail(kExitUsage,
-                "usage: syncopate ops path|tune --kind ... (see syncopate ops path|tune --help)");
-  }
-  for (const char* name : {"kind", "world", "max-m", "n", "k"}) {
-    if (!flags.WasSet(name)) return Fail(kExitUsage, absl::StrCat("--", name, " is required"));
-  }
   OpConfig config;
-  if (std::string bad = ConfigFromFlags(o, config); !bad.empty()) return Fail(kExitUsage, bad);
-  ops::GroupConfig group;
-  group.job = "cli";
-  group.world = o.world;
-  if (syncopate::Status s = ops::CheckConfig(group, config); !s.ok()) {
-    return Fail(kExitUsage, s.message());
+  if (std::optional<int> done = ParseOpConfig(
+          flags, o, args, "path",
+          "usage: syncopate ops path|tune --kind ... (see syncopate ops path|tune --help)", {},
+          config)) {
+    return *done;
   }
 
   std::string tuning = "none (no --cache-dir): the heuristic's paths";
@@ -200,37 +220,17 @@ int RunTune(const std::vector<std::string>& args) {
   flags.AddInt("reps", &o.reps, "runs per path and round");
   flags.AddInt("rounds", &o.rounds, "rounds per bucket, each timing every path (medians)");
   flags.AddBool("help", &o.help, "print this help");
-  std::vector<std::string> positional;
-  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()), "tune");
-  }
-  if (o.help) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (positional.size() != 1) {
-    return Fail(kExitUsage, "usage: syncopate ops tune --kind ... (see --help)", "tune");
-  }
-  for (const char* name : {"kind", "world", "max-m", "n", "k", "cache-dir"}) {
-    if (!flags.WasSet(name)) {
-      return Fail(kExitUsage, absl::StrCat("--", name, " is required"), "tune");
-    }
-  }
   ops::OpTuneOptions tune;
-  if (std::string bad = ConfigFromFlags(o, tune.config); !bad.empty()) {
-    return Fail(kExitUsage, bad, "tune");
+  if (std::optional<int> done =
+          ParseOpConfig(flags, o, args, "tune", "usage: syncopate ops tune --kind ... (see --help)",
+                        {"cache-dir"}, tune.config)) {
+    return *done;
   }
   tune.world = o.world;
   tune.gpus = o.gpus;
   tune.reps = o.reps;
   tune.rounds = o.rounds;
   tune.job = workloads::UniqueGroupId("ops_tune");
-  ops::GroupConfig group;
-  group.job = "cli";
-  group.world = o.world;
-  if (syncopate::Status s = ops::CheckConfig(group, tune.config); !s.ok()) {
-    return Fail(kExitUsage, s.message(), "tune");
-  }
   syncopate::Result<std::vector<int64_t>> buckets = ops::BucketsFor(tune.config, o.world);
   if (!buckets.ok()) return Fail(kExitUsage, buckets.status().message(), "tune");
   tune.ms = *buckets;

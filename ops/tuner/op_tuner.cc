@@ -68,13 +68,8 @@ absl::Status TuneRank(const OpTuneOptions& o, const std::string& job, int rank,
   }
   std::string arch;
   if (rank == 0) {
-    ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::Driver());
-    int major = 0, minor = 0;
-    CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(
-        &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, base.device));
-    CU_RETURN_IF_ERROR(api->cuDeviceGetAttribute(
-        &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, base.device));
-    arch = cuda::ArchFor(major * 10 + minor);
+    ASSIGN_OR_RETURN(const cuda::Context context, cuda::Context::Retain(base.device));
+    arch = cuda::ArchFor(context.compute_capability());
   }
   return ReplaceFileAtomically(RankTimesPath(dir, rank), FormatRankTimes(arch, ms));
 }
